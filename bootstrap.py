@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""The README's two commands: ``python3 bootstrap.py demo`` and ``python3 bootstrap.py test``.
+
+Needs nothing but Python >= 3.11. Creates ``.venv`` beside this file on first use and installs
+rlcd with its test extra; later runs reinstall only when ``pyproject.toml`` changed. Any further
+arguments go to the command (``test -k dv``, ``demo --rows 1000``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".rlcd-installed"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def _ensure_venv() -> Path:
+    python = BIN / "python"
+    if not python.exists():
+        print("bootstrap: creating .venv", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if not STAMP.exists() or STAMP.read_text() != want:
+        print("bootstrap: installing rlcd and its test dependencies", file=sys.stderr)
+        pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
+        subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
+        subprocess.run([*pip, "install", "-e", f"{ROOT}[test]"], check=True)
+        STAMP.write_text(want)
+    return python
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"demo", "test"}:
+        print(__doc__, file=sys.stderr)
+        return 2
+    python = _ensure_venv()
+    command, rest = argv[0], argv[1:]
+    if command == "demo":
+        args = [str(python), "-m", "rlcd", "demo", *rest]
+    else:
+        args = [str(python), "-m", "pytest", "-p", "no:cacheprovider", *rest]
+    return subprocess.run(args, cwd=ROOT).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,128 @@
+"""The object-store contract every backend implements, and the values it returns.
+
+A store is rooted at one location (an S3 bucket and prefix, or a local directory); keys are
+``/``-separated paths relative to that root, never starting with ``/``. The docstrings of
+:class:`ObjectStore` are the contract; ``tests/contract`` runs one suite over every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = (
+    "ObjectMeta",
+    "Written",
+    "AlreadyExists",
+    "PutResult",
+    "ObjectWriter",
+    "ObjectStore",
+    "MIN_PART_SIZE",
+)
+
+MIN_PART_SIZE = 5 * 1024 * 1024
+"""S3's smallest multipart part (all but the last)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    """What a listing or ``head`` knows about one object."""
+
+    key: str
+    size: int
+    last_modified_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """``put_if_absent`` created the object."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyExists:
+    """``put_if_absent`` found the key taken; nothing was written."""
+
+    key: str
+
+
+PutResult = Written | AlreadyExists
+
+
+class ObjectWriter(Protocol):
+    """A streaming upload. Use as an async context manager: leaving it normally completes the
+    object; leaving it with an exception aborts it, so no partial object or upload is left.
+
+    A pyarrow writer running in a worker thread streams into it through
+    ``anyio.from_thread.run(writer.write, data)``.
+    """
+
+    key: str
+
+    async def write(self, data: bytes) -> None:
+        """Append bytes; buffers at most one part before sending it."""
+        ...
+
+    async def complete(self) -> ObjectMeta:
+        """Finish the upload; the object becomes visible atomically."""
+        ...
+
+    async def abort(self) -> None:
+        """Drop everything written; idempotent, never raises for a missing upload."""
+        ...
+
+    async def __aenter__(self) -> ObjectWriter: ...
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
+
+
+class ObjectStore(Protocol):
+    """Async access to one root of objects.
+
+    Every method may raise :class:`rlcd.errors.StorageError`; transient failures are retried
+    inside the backend and surface as :class:`rlcd.errors.RetriesExhaustedError` when they
+    persist.
+    """
+
+    @property
+    def root(self) -> str:
+        """The URI this store is rooted at (``s3://bucket/prefix`` or ``file:///dir``)."""
+        ...
+
+    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+        """The object's bytes, or the half-open range ``[start, end)`` of them.
+
+        Raises :class:`rlcd.errors.NotFoundError` when the key does not exist.
+        """
+        ...
+
+    async def head(self, key: str) -> ObjectMeta:
+        """Size and modification time; :class:`rlcd.errors.NotFoundError` when missing."""
+        ...
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        """Every object whose key starts with ``prefix`` and sorts strictly after
+        ``start_after``, in ascending byte order of key, recursively."""
+        ...
+
+    async def put(self, key: str, data: bytes) -> ObjectMeta:
+        """Create or replace the object atomically."""
+        ...
+
+    async def put_if_absent(self, key: str, data: bytes) -> PutResult:
+        """Create the object only if the key is free: exactly one of racing callers wins."""
+        ...
+
+    async def delete(self, key: str) -> None:
+        """Remove the object; deleting a missing key succeeds."""
+        ...
+
+    def open_writer(self, key: str) -> ObjectWriter:
+        """A streaming writer for a new object (see :class:`ObjectWriter`)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the store refuses use afterwards."""
+        ...

@@ -1,0 +1,89 @@
+"""Shared test fixtures: the fixture tables, the anyio backend and the moto S3 server.
+
+The moto server is started once per session on 127.0.0.1 (in-process ``mock_aws`` does not work
+with aiobotocore); each test that asks for ``s3_bucket`` gets a fresh bucket.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(os.environ.get("RLCD_FIXTURES", ROOT.parent / "shared" / "fixtures" / "delta"))
+
+
+def fixture_table(name: str) -> Path:
+    """The path of a read-only fixture table; fails loudly when the fixtures are not there."""
+    path = FIXTURES / name
+    if not (path / "_delta_log").is_dir():
+        raise FileNotFoundError(
+            f"fixture table {path} not found: set RLCD_FIXTURES to shared/fixtures/delta"
+        )
+    return path
+
+
+def fixture_names() -> list[str]:
+    """Every fixture table, sorted."""
+    return sorted(p.name for p in FIXTURES.iterdir() if (p / "_delta_log").is_dir())
+
+
+@pytest.fixture
+def copy_fixture(tmp_path: Path):
+    """Copy a fixture table into a temp dir (fixtures are never written in place)."""
+
+    def copy(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(fixture_table(name), dest)
+        return dest
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """URL of a moto S3 server running for the whole session."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+
+
+@pytest.fixture
+def s3_bucket(moto_endpoint: str) -> str:
+    """A fresh, empty bucket on the moto server."""
+    import boto3
+
+    name = f"rlcd-test-{uuid.uuid4().hex[:12]}"
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    client.create_bucket(Bucket=name)
+    return name
