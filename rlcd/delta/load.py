@@ -1,0 +1,311 @@
+"""Loading snapshots from a store: the delta layer's only IO.
+
+A load reads ``_last_checkpoint`` (a hint, checked and ignored when it lies), lists the log from
+there, picks the segment (:mod:`rlcd.delta.segment`), reads the checkpoint and commits, and
+replays them (:mod:`rlcd.delta.replay`). :func:`update_snapshot` moves a held snapshot forward by
+reading only the commits after it. Every parse failure becomes a :class:`CorruptLogError` naming
+the table, version and file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote, unquote
+
+import anyio
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from rlcd.delta.actions import Action, ActionError, AddFile, Sidecar, parse_commit
+from rlcd.delta.checkpoint import checkpoint_actions
+from rlcd.delta.dv.codec import dv_byte_range, load_dv
+from rlcd.delta.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, LogKind, LogPath
+from rlcd.delta.protocol import TableConfig
+from rlcd.delta.replay import Snapshot, replay
+from rlcd.delta.segment import LogSegment, build_segment
+from rlcd.errors import CorruptLogError, DeletionVectorError, NotFoundError
+from rlcd.storage.base import ObjectStore
+
+__all__ = (
+    "load_snapshot",
+    "update_snapshot",
+    "read_commit",
+    "list_log",
+    "read_deletion_vector",
+    "table_config",
+)
+
+_READ_CONCURRENCY = 8
+
+
+def table_config(snapshot: Snapshot) -> TableConfig:
+    return TableConfig(snapshot.table, snapshot.protocol, snapshot.metadata)
+
+
+async def list_log(store: ObjectStore, *, after_version: int | None = None) -> list[LogPath]:
+    """The versioned files of ``_delta_log`` (sorted), optionally only from ``after_version``
+    on; the listing starts after the bare 20-digit prefix, so that version's own files are
+    included (delta-protocol.md §1.8)."""
+    start = f"{LOG_DIR}/{after_version:020d}" if after_version is not None else None
+    found: list[LogPath] = []
+    async for meta in store.list(f"{LOG_DIR}/", start_after=start):
+        name = meta.key[len(LOG_DIR) + 1 :]
+        if name.startswith("_"):
+            break  # `_` sorts after every digit: _last_checkpoint, _sidecars/, _staged_commits/
+        if "/" in name:
+            continue
+        parsed = LogPath.parse(name)
+        if parsed is not None:
+            found.append(parsed)
+    return found
+
+
+def _checksum_ok(hint: dict[str, Any]) -> bool:
+    """The ``_last_checkpoint`` checksum rule of delta-protocol.md §1.3 (absent = fine)."""
+    expected = hint.get("checksum")
+    if expected is None:
+        return True
+    pairs: list[tuple[bytes, str]] = []
+
+    def enc(s: str) -> str:
+        return quote(s, safe="-._~")
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f'{path}+"{enc(k)}"' if path else f'"{enc(k)}"')
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}+{i}")
+        else:
+            if isinstance(value, str):
+                rendered = f'"{enc(value)}"'
+            else:
+                rendered = json.dumps(value)
+            pairs.append((path.encode(), f"{path}={rendered}"))
+
+    walk({k: v for k, v in hint.items() if k != "checksum"}, "")
+    pairs.sort(key=lambda p: p[0])
+    digest = hashlib.md5(",".join(p[1] for p in pairs).encode(), usedforsecurity=False)
+    return digest.hexdigest() == expected
+
+
+async def _last_checkpoint_version(store: ObjectStore) -> int | None:
+    """The version ``_last_checkpoint`` claims, or None when it is absent or not believable."""
+    try:
+        data = await store.get(LAST_CHECKPOINT)
+    except NotFoundError:
+        return None
+    try:
+        hint = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(hint, dict) or not isinstance(hint.get("version"), int):
+        return None
+    return hint["version"] if _checksum_ok(hint) else None
+
+
+async def read_commit(store: ObjectStore, version: int, *, table: str) -> list[Action]:
+    """The actions of one JSON commit."""
+    key = f"{LOG_DIR}/{version:020d}.json"
+    try:
+        data = await store.get(key)
+    except NotFoundError as exc:
+        raise CorruptLogError(
+            "commit file is missing", table=table, version=version, path=key
+        ) from exc
+    try:
+        return parse_commit(data)
+    except ActionError as exc:
+        raise CorruptLogError(
+            f"malformed commit: {exc}", table=table, version=version, path=key
+        ) from exc
+
+
+def _parse_parquet(data: bytes) -> pa.Table:
+    return pq.read_table(pa.BufferReader(data))
+
+
+async def _read_checkpoint_file(
+    store: ObjectStore, key: str, fmt: str, *, table: str, version: int
+) -> list[Action]:
+    try:
+        data = await store.get(key)
+    except NotFoundError as exc:
+        raise CorruptLogError(
+            "checkpoint file is missing", table=table, version=version, path=key
+        ) from exc
+    try:
+        if fmt == "json":
+            return parse_commit(data)
+        return checkpoint_actions(await anyio.to_thread.run_sync(_parse_parquet, data))
+    except (ActionError, pa.ArrowException, OSError) as exc:
+        raise CorruptLogError(
+            f"unreadable checkpoint: {exc}", table=table, version=version, path=key
+        ) from exc
+
+
+async def _gather(calls: Sequence[Any]) -> list[Any]:
+    """Run zero-argument coroutine functions with bounded concurrency, keeping their order.
+
+    The first failure cancels the rest and is raised as itself, not wrapped in a group.
+    """
+    results: list[Any] = [None] * len(calls)
+    failures: list[Exception] = []
+    limiter = anyio.CapacityLimiter(_READ_CONCURRENCY)
+
+    async with anyio.create_task_group() as tg:
+
+        async def run(i: int) -> None:
+            try:
+                async with limiter:
+                    results[i] = await calls[i]()
+            except Exception as exc:
+                failures.append(exc)
+                tg.cancel_scope.cancel()
+
+        for i in range(len(calls)):
+            tg.start_soon(run, i)
+    if failures:
+        raise failures[0]
+    return results
+
+
+async def _read_checkpoint(store: ObjectStore, segment: LogSegment, *, table: str) -> list[Action]:
+    version = segment.checkpoint_version
+    assert version is not None
+    parts = await _gather(
+        [
+            (
+                lambda p=p: _read_checkpoint_file(
+                    store, p.key, p.fmt or "parquet", table=table, version=version
+                )
+            )
+            for p in segment.checkpoint
+        ]
+    )
+    actions: list[Action] = [a for part in parts for a in part]
+    sidecars = [a for a in actions if isinstance(a, Sidecar)]
+    if sidecars:
+        more = await _gather(
+            [
+                (
+                    lambda s=s: _read_checkpoint_file(
+                        store,
+                        f"{SIDECAR_DIR}/{unquote(s.path)}",
+                        "parquet",
+                        table=table,
+                        version=version,
+                    )
+                )
+                for s in sidecars
+            ]
+        )
+        actions.extend(a for part in more for a in part)
+    return actions
+
+
+async def _read_commits(
+    store: ObjectStore, commits: Sequence[LogPath], *, table: str
+) -> list[tuple[int, list[Action]]]:
+    bodies = await _gather(
+        [(lambda c=c: read_commit(store, c.version, table=table)) for c in commits]
+    )
+    return [(c.version, body) for c, body in zip(commits, bodies, strict=True)]
+
+
+async def load_snapshot(store: ObjectStore, *, version: int | None = None) -> Snapshot:
+    """The snapshot at ``version`` (latest when None), checked readable by rlcd.
+
+    Raises:
+        CorruptLogError: the log is unreadable, has gaps, or lacks protocol/metaData.
+        UnsupportedFeatureError: the protocol asks for features rlcd cannot read.
+    """
+    table = store.root
+    hint = await _last_checkpoint_version(store)
+    if hint is not None and (version is None or hint <= version):
+        paths = await list_log(store, after_version=hint)
+        segment = build_segment(paths, table=table, version=version) if paths else None
+        if segment is None or segment.checkpoint_version != hint:
+            hint = None  # the hint lied: the checkpoint it names is not there
+    if hint is None:
+        segment = build_segment(await list_log(store), table=table, version=version)
+    assert segment is not None
+    checkpoint = None
+    if segment.checkpoint:
+        assert segment.checkpoint_version is not None
+        checkpoint = (
+            segment.checkpoint_version,
+            await _read_checkpoint(store, segment, table=table),
+        )
+    commits = await _read_commits(store, segment.commits, table=table)
+    snapshot = replay(table, commits, checkpoint=checkpoint)
+    table_config(snapshot).ensure_readable()
+    return snapshot
+
+
+async def update_snapshot(store: ObjectStore, snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` moved to the latest version, reading only the commits after it."""
+    paths = await list_log(store, after_version=snapshot.version + 1)
+    commits = [p for p in paths if p.kind is LogKind.COMMIT]
+    if not commits:
+        return snapshot
+    expected = list(range(snapshot.version + 1, commits[-1].version + 1))
+    if [c.version for c in commits] != expected:
+        raise CorruptLogError(
+            "log is not contiguous after the held snapshot",
+            table=snapshot.table,
+            version=snapshot.version,
+        )
+    updated = replay(
+        snapshot.table, await _read_commits(store, commits, table=snapshot.table), base=snapshot
+    )
+    table_config(updated).ensure_readable()
+    return updated
+
+
+def _dv_key(store: ObjectStore, path: str, *, table: str, data_path: str) -> str:
+    """The store key of a DV file from its descriptor path (relative, or absolute in the table)."""
+    if "://" not in path and not path.startswith("file:"):
+        return path
+    root = store.root.rstrip("/")
+    for candidate in (
+        path,
+        path.replace("file:///", "file:/", 1),
+        path.replace("file:/", "file:///", 1),
+    ):
+        if candidate.startswith(root + "/"):
+            return candidate[len(root) + 1 :]
+    raise DeletionVectorError(
+        f"deletion vector file {path} lies outside the table", table=table, path=data_path
+    )
+
+
+async def read_deletion_vector(
+    store: ObjectStore, add: AddFile, *, version: int | None = None
+) -> BitMap64:
+    """The deleted row positions of a live file (empty when it has no DV).
+
+    Raises:
+        DeletionVectorError: the DV file is missing or fails a check; names table and file.
+    """
+    dv = add.deletion_vector
+    table = store.root
+    if dv is None:
+        return BitMap64()
+    file_path = dv.file_path()
+    if file_path is None:
+        return load_dv(dv, file_bytes=None, table=table, path=add.path, version=version)
+    key = _dv_key(store, file_path, table=table, data_path=add.path)
+    start, end = dv_byte_range(dv)
+    try:
+        data = await store.get(key, start=start, end=end)
+    except NotFoundError as exc:
+        raise DeletionVectorError(
+            f"deletion vector file {key} is missing", table=table, version=version, path=add.path
+        ) from exc
+    return load_dv(dv, file_bytes=data, table=table, path=add.path, version=version)

@@ -1,0 +1,162 @@
+"""The protocol gate: which table features rlcd can read and write. Pure.
+
+Feature verdicts follow delta-protocol.md §5. Legacy protocol versions imply features (§2.4).
+:meth:`TableConfig.ensure_readable` and :meth:`TableConfig.ensure_writable` are the only places
+that decide; each refusal names every feature it does not support.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rlcd.delta.actions import Metadata, Protocol
+from rlcd.errors import UnsupportedFeatureError
+
+__all__ = (
+    "READABLE_FEATURES",
+    "WRITABLE_FEATURES",
+    "TableConfig",
+)
+
+MAX_READER_VERSION = 3
+MAX_WRITER_VERSION = 7
+
+READABLE_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "timestampWithoutTimezone",  # kernel-rs alias
+        "typeWidening",
+        "typeWidening-preview",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+    }
+)
+"""Reader features whose data rlcd reads correctly."""
+
+WRITABLE_FEATURES = frozenset(
+    {
+        # SAFE for a dataChange=false rewrite (§5): nothing to do.
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "identityColumns",
+        "allowColumnDefaults",
+        "changeDataFeed",
+        "vacuumProtocolCheck",
+        "checkpointProtection",
+        # SUPPORTED: rlcd implements what the feature asks of a writer.
+        "columnMapping",
+        "deletionVectors",
+        "domainMetadata",
+        "inCommitTimestamp",
+        "timestampNtz",
+        "timestampWithoutTimezone",
+        "typeWidening",
+        "typeWidening-preview",
+        "v2Checkpoint",
+    }
+)
+"""Writer features rlcd may commit to. Everything else (row tracking, clustering, Iceberg
+compatibility, catalog-managed, variant, ...) makes rlcd refuse to write."""
+
+_LEGACY_WRITER: Mapping[int, tuple[str, ...]] = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TableConfig:
+    """Protocol, metadata and properties joined: the validated view of what a table needs."""
+
+    table: str
+    protocol: Protocol
+    metadata: Metadata
+
+    @property
+    def reader_features(self) -> frozenset[str]:
+        p = self.protocol
+        if p.min_reader_version >= 3:
+            return frozenset(p.reader_features or ())
+        return frozenset({"columnMapping"}) if p.min_reader_version == 2 else frozenset()
+
+    @property
+    def writer_features(self) -> frozenset[str]:
+        p = self.protocol
+        if p.min_writer_version >= 7:
+            return frozenset(p.writer_features or ())
+        implied: set[str] = set()
+        for level, names in _LEGACY_WRITER.items():
+            if p.min_writer_version >= level:
+                implied.update(names)
+        return frozenset(implied)
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.metadata.configuration
+
+    def _flag(self, key: str) -> bool:
+        return str(self.properties.get(key, "false")).lower() == "true"
+
+    @property
+    def column_mapping_mode(self) -> str:
+        if "columnMapping" not in self.writer_features | self.reader_features:
+            return "none"
+        return str(self.properties.get("delta.columnMapping.mode", "none")).lower()
+
+    @property
+    def deletion_vectors_supported(self) -> bool:
+        return "deletionVectors" in self.writer_features
+
+    @property
+    def deletion_vectors_enabled(self) -> bool:
+        """New DVs may be written only when the property is true (§0 item 8)."""
+        return self.deletion_vectors_supported and self._flag("delta.enableDeletionVectors")
+
+    @property
+    def in_commit_timestamps(self) -> bool:
+        return "inCommitTimestamp" in self.writer_features and self._flag(
+            "delta.enableInCommitTimestamps"
+        )
+
+    def ensure_readable(self) -> None:
+        """Raise :class:`UnsupportedFeatureError` unless rlcd can read the table's data."""
+        p = self.protocol
+        if p.min_reader_version > MAX_READER_VERSION:
+            raise UnsupportedFeatureError(
+                f"reader version {p.min_reader_version} is not supported "
+                f"(rlcd reads up to {MAX_READER_VERSION})",
+                table=self.table,
+            )
+        unknown = tuple(sorted(self.reader_features - READABLE_FEATURES))
+        if unknown:
+            raise UnsupportedFeatureError(
+                f"unsupported reader feature(s): {', '.join(unknown)}",
+                table=self.table,
+                features=unknown,
+            )
+
+    def ensure_writable(self) -> None:
+        """Raise :class:`UnsupportedFeatureError` unless rlcd can commit to the table safely."""
+        self.ensure_readable()
+        p = self.protocol
+        if p.min_writer_version > MAX_WRITER_VERSION:
+            raise UnsupportedFeatureError(
+                f"writer version {p.min_writer_version} is not supported "
+                f"(rlcd writes up to {MAX_WRITER_VERSION})",
+                table=self.table,
+            )
+        unknown = tuple(sorted(self.writer_features - WRITABLE_FEATURES))
+        if unknown:
+            raise UnsupportedFeatureError(
+                f"rlcd cannot write safely to a table with writer feature(s): {', '.join(unknown)}",
+                table=self.table,
+                features=unknown,
+            )

@@ -1,0 +1,299 @@
+"""The local-filesystem backend: the :class:`~rlcd.storage.base.ObjectStore` contract on a
+POSIX directory.
+
+Atomicity comes from the filesystem, never from locks:
+
+- ``put`` and a writer's ``complete`` write a temp file beside the target, fsync it and
+  ``os.replace`` it over the target;
+- ``put_if_absent`` writes and fsyncs a temp file, then ``os.link``\\ s it to the target: link
+  fails with ``FileExistsError`` instead of replacing, so exactly one racer wins;
+- temp files live in the target's directory (same filesystem, so link and replace are atomic),
+  are named ``.<name>.<hex>.rlcd-tmp``, and listings skip them. Keys whose last segment looks
+  like that are refused.
+
+Blocking calls run in worker threads through ``anyio.to_thread.run_sync``, under ``limiter``
+when one is given.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from rlcd.errors import NotFoundError, StorageError
+from rlcd.storage._keys import check_key, check_prefix, check_range
+from rlcd.storage.base import MIN_PART_SIZE, AlreadyExists, ObjectMeta, PutResult, Written
+from rlcd.storage.multipart import MultipartWriter
+from rlcd.storage.uri import TableUri
+
+__all__ = ("LocalStore", "TEMP_SUFFIX", "is_temp_name")
+
+TEMP_SUFFIX = ".rlcd-tmp"
+
+T = TypeVar("T")
+
+_MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of this backend's in-flight temp files."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+class LocalStore:
+    """Objects as files under one directory; keys are paths relative to it.
+
+    The directory need not exist: writes create directories as needed, and listing a missing
+    directory yields nothing, as on S3. Empty directories left by deletes are kept (removing
+    them would race with concurrent writers).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+        part_size: int = MIN_PART_SIZE,
+    ) -> None:
+        self._dir = os.path.abspath(root)
+        self._limiter = limiter
+        self._part_size = part_size
+        self._closed = False
+
+    @property
+    def root(self) -> str:
+        return str(TableUri("file", "", self._dir))
+
+    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+        path = self._path("get", key)
+        first, last = check_range("get", key, start, end)
+
+        def read() -> bytes:
+            with _errors("get", key, reading=True), open(path, "rb") as f:
+                f.seek(first)
+                return f.read() if last is None else f.read(last - first)
+
+        return await self._run(read)
+
+    async def head(self, key: str) -> ObjectMeta:
+        path = self._path("head", key)
+        return await self._run(lambda: _stat("head", key, path))
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        self._check_open("list", prefix)
+        check_prefix("list", prefix)
+        return self._list(prefix, start_after)
+
+    async def put(self, key: str, data: bytes) -> ObjectMeta:
+        path = self._path("put", key)
+
+        def replace() -> ObjectMeta:
+            with _errors("put", key):
+                tmp = _write_temp(path, data)
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    _unlink(tmp)
+                    raise
+                _fsync_dir(path)
+            return _stat("put", key, path)
+
+        return await self._run(replace)
+
+    async def put_if_absent(self, key: str, data: bytes) -> PutResult:
+        path = self._path("put_if_absent", key)
+
+        def link() -> PutResult:
+            with _errors("put_if_absent", key):
+                tmp = _write_temp(path, data)
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    return AlreadyExists(key)
+                finally:
+                    _unlink(tmp)
+                _fsync_dir(path)
+            return Written(key)
+
+        return await self._run(link)
+
+    async def delete(self, key: str) -> None:
+        path = self._path("delete", key)
+
+        def unlink() -> None:
+            with _errors("delete", key), suppress(*_MISSING):
+                os.unlink(path)
+
+        await self._run(unlink)
+
+    def open_writer(self, key: str) -> MultipartWriter:
+        self._path("open_writer", key)
+        return MultipartWriter(key, _LocalParts(self), part_size=self._part_size)
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> LocalStore:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        await self.aclose()
+
+    def _check_open(self, operation: str, key: str) -> None:
+        if self._closed:
+            raise StorageError("store is closed", operation=operation, key=key)
+
+    def _path(self, operation: str, key: str) -> str:
+        """The file for ``key``, after checking the store is open and the key is valid."""
+        self._check_open(operation, key)
+        check_key(operation, key)
+        if is_temp_name(key.rpartition("/")[2]):
+            raise StorageError("key has the form of a temp file", operation=operation, key=key)
+        return os.path.join(self._dir, *key.split("/"))
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await anyio.to_thread.run_sync(fn, limiter=self._limiter)
+
+    async def _list(self, prefix: str, start_after: str | None) -> AsyncIterator[ObjectMeta]:
+        listing = await self._run(lambda: _scan(self._dir, prefix, start_after))
+        for meta in listing:
+            yield meta
+
+
+class _LocalParts:
+    """The :class:`~rlcd.storage.multipart.PartSink` of a local store: parts are appended to a
+    temp file, published by ``os.replace``."""
+
+    def __init__(self, store: LocalStore) -> None:
+        self._store = store
+
+    async def put_whole(self, key: str, data: bytes) -> ObjectMeta:
+        return await self._store.put(key, data)
+
+    async def start_upload(self, key: str) -> str:
+        path = self._store._path("write", key)
+        with _errors("write", key):
+            return await self._store._run(lambda: _write_temp(path, b""))
+
+    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+        self._store._check_open("write", key)
+
+        def append() -> str:
+            with _errors("write", key), open(upload_id, "ab") as f:
+                f.write(data)
+            return str(number)
+
+        return await self._store._run(append)
+
+    async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
+        path = self._store._path("complete", key)
+
+        def publish() -> ObjectMeta:
+            with _errors("complete", key):
+                with open(upload_id, "rb") as f:
+                    os.fsync(f.fileno())
+                os.replace(upload_id, path)
+                _fsync_dir(path)
+            return _stat("complete", key, path)
+
+        return await self._store._run(publish)
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        with _errors("abort", key):
+            await self._store._run(lambda: _unlink(upload_id))
+
+
+@contextmanager
+def _errors(operation: str, key: str, *, reading: bool = False) -> Iterator[None]:
+    """Turn ``OSError`` into :class:`StorageError`; when ``reading``, a missing path into
+    :class:`NotFoundError`."""
+    try:
+        yield
+    except _MISSING as exc:
+        if reading:
+            raise NotFoundError(operation=operation, key=key) from exc
+        raise StorageError(exc.strerror or str(exc), operation=operation, key=key) from exc
+    except OSError as exc:
+        raise StorageError(exc.strerror or str(exc), operation=operation, key=key) from exc
+
+
+def _stat(operation: str, key: str, path: str) -> ObjectMeta:
+    with _errors(operation, key, reading=True):
+        st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotFoundError(operation=operation, key=key)
+    return ObjectMeta(key, st.st_size, st.st_mtime_ns // 1_000_000)
+
+
+def _write_temp(path: str, data: bytes) -> str:
+    """Write ``data`` durably to a fresh temp file beside ``path``; returns the temp path."""
+    directory, name = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}{TEMP_SUFFIX}")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _unlink(path: str) -> None:
+    Path(path).unlink(missing_ok=True)
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a rename or link in ``path``'s directory durable."""
+    fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _scan(root: str, prefix: str, start_after: str | None) -> list[ObjectMeta]:
+    """Every file under ``root`` whose key matches, sorted by key.
+
+    Only directories that can hold a match are entered, so listing ``_delta_log/`` never walks
+    the data files. Sorting ``str`` keys by code point is sorting their UTF-8 bytes.
+    """
+    head = prefix.rpartition("/")[0]
+    pending = [(os.path.join(root, *head.split("/")), f"{head}/" if head else "")]
+    found: list[ObjectMeta] = []
+    while pending:
+        directory, rel = pending.pop()
+        try:
+            entries = os.scandir(directory)
+        except _MISSING:
+            continue
+        with entries:
+            for entry in entries:
+                key = rel + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    sub = f"{key}/"
+                    if sub.startswith(prefix) or prefix.startswith(sub):
+                        pending.append((entry.path, sub))
+                elif (
+                    key.startswith(prefix)
+                    and (start_after is None or key > start_after)
+                    and not is_temp_name(entry.name)
+                ):
+                    try:
+                        st = entry.stat()
+                    except FileNotFoundError:
+                        continue  # deleted while we listed
+                    if stat.S_ISREG(st.st_mode):
+                        found.append(ObjectMeta(key, st.st_size, st.st_mtime_ns // 1_000_000))
+    found.sort(key=lambda meta: meta.key)
+    return found

@@ -1,0 +1,148 @@
+"""The streaming writer both backends hand out, over a backend's :class:`PartSink`.
+
+Rules it keeps, whatever the backend:
+
+- memory is bounded: at most one part is buffered; a part goes out as soon as it is full, and
+  ``write`` waits for it (backpressure instead of a queue);
+- every part but the last is exactly ``part_size`` bytes (S3 wants at least 5 MiB);
+- an object smaller than one part is sent whole at ``complete``, never as a multipart upload;
+- any failure aborts the upload before the error propagates, under a shielded deadline so that
+  even a cancelled writer leaves no incomplete upload behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import anyio
+import structlog
+
+from rlcd.errors import StorageError
+from rlcd.storage.base import MIN_PART_SIZE, ObjectMeta
+
+__all__ = ("PartSink", "MultipartWriter", "ABORT_TIMEOUT_S")
+
+ABORT_TIMEOUT_S = 60.0
+"""How long a cleanup abort may take once the writer failed or was cancelled."""
+
+_log = structlog.get_logger(__name__)
+
+
+class PartSink(Protocol):
+    """The backend calls a writer makes. Each call retries on its own."""
+
+    async def put_whole(self, key: str, data: bytes) -> ObjectMeta:
+        """Store a small object in one request."""
+        ...
+
+    async def start_upload(self, key: str) -> str:
+        """Begin a multipart upload; returns its id."""
+        ...
+
+    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+        """Store part ``number`` (1-based, sent in order); returns its tag (S3: the ETag)."""
+        ...
+
+    async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
+        """Publish the parts, in order, as one object, atomically."""
+        ...
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        """Drop the upload; succeeds when it is already gone."""
+        ...
+
+
+class MultipartWriter:
+    """An :class:`~rlcd.storage.base.ObjectWriter` that sends exact-size parts to a sink.
+
+    Not for concurrent use: one task (or one worker thread through ``anyio.from_thread``)
+    writes, then completes or aborts.
+    """
+
+    def __init__(self, key: str, sink: PartSink, *, part_size: int = MIN_PART_SIZE) -> None:
+        if part_size < MIN_PART_SIZE:
+            raise ValueError(f"part_size {part_size} is below the minimum {MIN_PART_SIZE}")
+        self.key = key
+        self._sink = sink
+        self._part_size = part_size
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._tags: list[str] = []
+        self._finished = False
+
+    async def write(self, data: bytes) -> None:
+        """Append bytes, sending each part as it fills."""
+        self._check_open("write")
+        view = memoryview(data)
+        try:
+            while len(self._buffer) + len(view) >= self._part_size:
+                take = self._part_size - len(self._buffer)
+                self._buffer += view[:take]
+                view = view[take:]
+                await self._send_buffer()
+            self._buffer += view
+        except BaseException:
+            await self._abort_quietly()
+            raise
+
+    async def complete(self) -> ObjectMeta:
+        """Send what is left and publish the object."""
+        self._check_open("complete")
+        self._finished = True
+        try:
+            if self._upload_id is None:
+                meta = await self._sink.put_whole(self.key, bytes(self._buffer))
+            else:
+                if self._buffer:
+                    await self._send_buffer()
+                meta = await self._sink.complete_upload(self.key, self._upload_id, self._tags)
+                self._upload_id = None
+        except BaseException:
+            await self._abort_quietly()
+            raise
+        self._buffer = bytearray()
+        return meta
+
+    async def abort(self) -> None:
+        """Drop everything written; a no-op once completed or aborted."""
+        self._finished = True
+        self._buffer = bytearray()
+        if self._upload_id is not None:
+            await self._sink.abort_upload(self.key, self._upload_id)
+            self._upload_id = None
+
+    async def __aenter__(self) -> MultipartWriter:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Complete on a normal exit (unless already finished); abort on an exception."""
+        if exc is not None:
+            await self._abort_quietly()
+        elif not self._finished:
+            await self.complete()
+
+    def _check_open(self, operation: str) -> None:
+        if self._finished:
+            raise StorageError(
+                "writer already completed or aborted", operation=operation, key=self.key
+            )
+
+    async def _send_buffer(self) -> None:
+        if self._upload_id is None:
+            self._upload_id = await self._sink.start_upload(self.key)
+        number = len(self._tags) + 1
+        tag = await self._sink.upload_part(self.key, self._upload_id, number, bytes(self._buffer))
+        self._tags.append(tag)
+        self._buffer.clear()
+
+    async def _abort_quietly(self) -> None:
+        """Abort during error handling: shielded and bounded, and logging (not raising) its own
+        failure so the original error is the one that propagates."""
+        with anyio.move_on_after(ABORT_TIMEOUT_S, shield=True) as scope:
+            try:
+                await self.abort()
+            except StorageError as exc:
+                _log.warning("multipart_abort_failed", key=self.key, error=str(exc))
+        if scope.cancelled_caught:
+            _log.warning("multipart_abort_failed", key=self.key, error="timed out")

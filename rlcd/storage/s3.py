@@ -1,0 +1,468 @@
+"""The S3 backend over aiobotocore: the only module that imports botocore or aiohttp.
+
+- **Errors** cross one edge, :func:`_translate`: a 404 becomes
+  :class:`~rlcd.errors.NotFoundError`; throttling, 5xx, resets and timeouts become
+  :class:`~rlcd.errors.TransientStorageError` (the codes are the tables below); anything else is
+  a plain :class:`~rlcd.errors.StorageError`. Each is raised ``from`` the botocore exception.
+- **Retries** are ours (:mod:`rlcd.storage.retry`), one loop per store call; botocore's are off
+  so that the two never multiply.
+- **Configuration**: every :class:`S3Config` field left unset defers to botocore's own chain
+  (``AWS_PROFILE``, ``AWS_ACCESS_KEY_ID``…, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL_S3``,
+  ``AWS_ENDPOINT_URL``, shared config files, SSO, container and instance credentials), plus
+  ``AWS_REGION``, which botocore alone would ignore.
+- **Sharing**: an :class:`S3Client` owns one aiobotocore client, hence one connection pool and
+  one credential cache; a daemon opens one and makes a cheap :class:`S3Store` per table.
+- **Conditional writes**: ``put_if_absent`` is ``PutObject`` with ``If-None-Match: *``. A 412
+  means the key is taken; a 409 ``ConditionalRequestConflict`` (a racing conditional write) is
+  retried, and the retry re-checks. When an earlier attempt may have landed without us hearing
+  back, a 412 is checked against the stored bytes: identical bytes mean our write won.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any, Literal, Self, TypeVar, cast
+
+import aiohttp
+from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
+from aiobotocore.session import AioSession  # type: ignore[import-untyped]
+from botocore.exceptions import (  # type: ignore[import-untyped]
+    BotoCoreError,
+    ChecksumError,
+    ClientError,
+    HTTPClientError,
+    IncompleteReadError,
+    SSLError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from rlcd.errors import (
+    ConfigError,
+    InternalError,
+    NotFoundError,
+    StorageError,
+    TransientStorageError,
+)
+from rlcd.storage._keys import check_key, check_prefix, check_range
+from rlcd.storage.base import MIN_PART_SIZE, AlreadyExists, ObjectMeta, PutResult, Written
+from rlcd.storage.multipart import MultipartWriter
+from rlcd.storage.retry import RetryPolicy, retrying
+from rlcd.storage.uri import TableUri
+
+__all__ = ("S3Config", "S3Client", "S3Store", "AddressingStyle")
+
+T = TypeVar("T")
+
+AddressingStyle = Literal["auto", "virtual", "path"]
+
+MAX_PART_SIZE = 5 * 1024**3
+"""S3's largest part."""
+
+# Error codes by what we do about them (botocore's standard retry mode lists the same ones).
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NotFound", "404", "NoSuchUpload"})
+_THROTTLING_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "ProvisionedThroughputExceededException",
+    }
+)
+_TRANSIENT_CODES = frozenset(
+    {
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "ConditionalRequestConflict",  # 409: a racing conditional write; the retry re-checks
+        "OperationAborted",  # 409: "a conflicting conditional operation is in progress"
+    }
+)
+# Failures of the connection rather than of the request. SSLError (a certificate problem) is
+# caught before these: retrying would not fix it.
+_TRANSIENT_EXCEPTIONS = (
+    HTTPClientError,  # resets, closed connections, read timeouts, broken response streams
+    BotoConnectionError,  # connect failures and timeouts
+    IncompleteReadError,
+    ChecksumError,  # a response corrupted in transit
+    aiohttp.ClientError,
+    OSError,
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class S3Config:
+    """How to reach S3 or an S3-compatible store (MinIO, R2, moto).
+
+    Fields left ``None`` defer to botocore's credential chain and environment (see the module
+    docstring). ``addressing_style="path"`` suits MinIO and moto; R2 wants ``region="auto"``.
+    Credentials never appear in the ``repr``.
+    """
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    addressing_style: AddressingStyle | None = None
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+    max_connections: int = 10
+    part_size: int = 8 * 1024 * 1024
+    list_page_size: int = 1000
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ConfigError("s3: access_key_id and secret_access_key go together")
+        if self.session_token is not None and self.access_key_id is None:
+            raise ConfigError("s3: session_token needs access_key_id and secret_access_key")
+        if self.addressing_style not in {None, "auto", "virtual", "path"}:
+            raise ConfigError(
+                f"s3: addressing_style {self.addressing_style!r} is not one of auto, virtual, path"
+            )
+        if self.connect_timeout_s <= 0 or self.read_timeout_s <= 0:
+            raise ConfigError("s3: timeouts must be positive")
+        if self.max_connections < 1:
+            raise ConfigError("s3: max_connections must be at least 1")
+        if not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
+            raise ConfigError(f"s3: part_size must be within [{MIN_PART_SIZE}, {MAX_PART_SIZE}]")
+        if not 1 <= self.list_page_size <= 1000:
+            raise ConfigError("s3: list_page_size must be within [1, 1000]")
+
+
+class S3Client:
+    """One aiobotocore client (connection pool, credential cache) shared by many stores.
+
+    Use as an async context manager, then make a store per table with :meth:`store`. Stores
+    refuse use once their client is closed; closing a store leaves the client open.
+    """
+
+    def __init__(self, config: S3Config | None = None) -> None:
+        self.config = config if config is not None else S3Config()
+        self._stack = AsyncExitStack()
+        self._api: Any = None
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        if self._api is not None or self._closed:
+            raise InternalError("an S3Client is opened once")
+        try:
+            session = AioSession(profile=self.config.profile)
+            self._api = await self._stack.enter_async_context(
+                session.create_client("s3", **_client_args(self.config))
+            )
+        except (BotoCoreError, ValueError) as exc:
+            await self._stack.aclose()
+            raise ConfigError(f"s3: cannot create the client: {exc}") from exc
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool; every store made from this client stops working."""
+        self._closed = True
+        await self._stack.aclose()
+
+    def store(self, uri: TableUri) -> S3Store:
+        """A store rooted at ``s3://bucket/prefix``, sharing this client."""
+        if not uri.is_s3:
+            raise ConfigError(f"{uri} is not an s3:// URI")
+        self._raw("open", str(uri))
+        return S3Store(self, uri.bucket, uri.prefix)
+
+    def _raw(self, operation: str, key: str) -> Any:
+        """The aiobotocore client, for this module's stores only."""
+        if self._closed or self._api is None:
+            raise StorageError("S3 client is not open", operation=operation, key=key)
+        return self._api
+
+
+def _client_args(config: S3Config) -> dict[str, Any]:
+    """``create_client`` arguments: only what the config sets, so botocore's chain fills the
+    rest."""
+    options: dict[str, Any] = {
+        "connect_timeout": config.connect_timeout_s,
+        "read_timeout": config.read_timeout_s,
+        "max_pool_connections": config.max_connections,
+        "retries": {"total_max_attempts": 1},
+    }
+    if config.addressing_style is not None:
+        options["s3"] = {"addressing_style": config.addressing_style}
+    args: dict[str, Any] = {"config": AioConfig(**options)}
+    region = config.region or os.environ.get("AWS_REGION")
+    if region:
+        args["region_name"] = region
+    if config.endpoint_url is not None:
+        args["endpoint_url"] = config.endpoint_url
+    if config.access_key_id is not None:
+        args["aws_access_key_id"] = config.access_key_id
+        args["aws_secret_access_key"] = config.secret_access_key
+        args["aws_session_token"] = config.session_token
+    return args
+
+
+class S3Store:
+    """Objects under ``s3://bucket/prefix``; keys are relative to the prefix.
+
+    Cheap: it holds no connection of its own. Safe to share between tasks.
+    """
+
+    def __init__(self, client: S3Client, bucket: str, prefix: str) -> None:
+        self._client = client
+        self._bucket = bucket
+        self._prefix = prefix
+        self._base = f"{prefix}/" if prefix else ""
+        self._policy = client.config.retry
+        self._closed = False
+
+    @property
+    def root(self) -> str:
+        return str(TableUri("s3", self._bucket, self._prefix))
+
+    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+        self._key("get", key)
+        first, last = check_range("get", key, start, end)
+        if last == first:
+            await self.head(key)  # an empty range still says whether the object exists
+            return b""
+        if first == 0 and last is None:
+            extra = {}
+        else:
+            extra = {"Range": f"bytes={first}-{'' if last is None else last - 1}"}
+        return await self._retry("get", key, partial(self._get_once, key, extra))
+
+    async def head(self, key: str) -> ObjectMeta:
+        s3key = self._key("head", key)
+
+        async def once() -> ObjectMeta:
+            with _translate("head", key):
+                response = await self._api("head", key).head_object(Bucket=self._bucket, Key=s3key)
+            return ObjectMeta(key, int(response["ContentLength"]), _ms(response["LastModified"]))
+
+        return await self._retry("head", key, once)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        self._api("list", prefix)
+        check_prefix("list", prefix)
+        return self._list(prefix, start_after)
+
+    async def put(self, key: str, data: bytes) -> ObjectMeta:
+        s3key = self._key("put", key)
+
+        async def once() -> None:
+            with _translate("put", key):
+                await self._api("put", key).put_object(Bucket=self._bucket, Key=s3key, Body=data)
+
+        await self._retry("put", key, once)
+        return await self.head(key)
+
+    async def put_if_absent(self, key: str, data: bytes) -> PutResult:
+        s3key = self._key("put_if_absent", key)
+        failed_before = False
+
+        async def once() -> PutResult:
+            nonlocal failed_before
+            try:
+                with _translate("put_if_absent", key):
+                    await self._api("put_if_absent", key).put_object(
+                        Bucket=self._bucket, Key=s3key, Body=data, IfNoneMatch="*"
+                    )
+            except _PreconditionFailed:
+                if failed_before and await self._holds(key, data):
+                    return Written(key)  # our earlier attempt landed; its answer was lost
+                return AlreadyExists(key)
+            except TransientStorageError:
+                failed_before = True
+                raise
+            return Written(key)
+
+        return await self._retry("put_if_absent", key, once)
+
+    async def delete(self, key: str) -> None:
+        s3key = self._key("delete", key)
+
+        async def once() -> None:
+            try:
+                with _translate("delete", key):
+                    await self._api("delete", key).delete_object(Bucket=self._bucket, Key=s3key)
+            except NotFoundError:
+                pass  # S3 answers 204 anyway; some compatible stores say NoSuchKey
+
+        await self._retry("delete", key, once)
+
+    def open_writer(self, key: str) -> MultipartWriter:
+        self._key("open_writer", key)
+        return MultipartWriter(key, _S3Parts(self), part_size=self._client.config.part_size)
+
+    async def aclose(self) -> None:
+        """Refuse further use; the shared client stays open."""
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        await self.aclose()
+
+    def _api(self, operation: str, key: str) -> Any:
+        if self._closed:
+            raise StorageError("store is closed", operation=operation, key=key)
+        return self._client._raw(operation, key)
+
+    def _key(self, operation: str, key: str) -> str:
+        """The bucket key for ``key``, after checking the store is open and the key valid."""
+        self._api(operation, key)
+        return self._base + check_key(operation, key)
+
+    async def _retry(self, operation: str, key: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        return await retrying(self._policy, operation, key, attempt)
+
+    async def _holds(self, key: str, data: bytes) -> bool:
+        """Whether the object has exactly these bytes (one attempt: the caller retries)."""
+        try:
+            return await self._get_once(key, {}) == data
+        except NotFoundError:
+            return False
+
+    async def _get_once(self, key: str, extra: dict[str, str]) -> bytes:
+        try:
+            with _translate("get", key):
+                response = await self._api("get", key).get_object(
+                    Bucket=self._bucket, Key=self._base + key, **extra
+                )
+                async with response["Body"] as body:
+                    return cast(bytes, await body.read())
+        except _RangeNotSatisfiable:
+            return b""  # the range starts at or past the end: clipped, like a slice
+
+    async def _list(self, prefix: str, start_after: str | None) -> AsyncIterator[ObjectMeta]:
+        request: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Prefix": self._base + prefix,
+            "MaxKeys": self._client.config.list_page_size,
+        }
+        if start_after is not None:
+            request["StartAfter"] = self._base + start_after
+        while True:
+            page = await self._retry("list", prefix, partial(self._list_page, prefix, request))
+            for item in page.get("Contents", ()):
+                key = item["Key"][len(self._base) :]
+                if key and not key.endswith("/"):  # "folder" markers are not objects
+                    yield ObjectMeta(key, int(item["Size"]), _ms(item["LastModified"]))
+            if not page.get("IsTruncated"):
+                return
+            request.pop("StartAfter", None)
+            request["ContinuationToken"] = page["NextContinuationToken"]
+
+    async def _list_page(self, prefix: str, request: dict[str, Any]) -> dict[str, Any]:
+        with _translate("list", prefix):
+            return cast(dict[str, Any], await self._api("list", prefix).list_objects_v2(**request))
+
+
+class _S3Parts:
+    """The :class:`~rlcd.storage.multipart.PartSink` of an S3 store: a multipart upload."""
+
+    def __init__(self, store: S3Store) -> None:
+        self._store = store
+
+    async def put_whole(self, key: str, data: bytes) -> ObjectMeta:
+        return await self._store.put(key, data)
+
+    async def start_upload(self, key: str) -> str:
+        response = await self._call("write", key, "create_multipart_upload")
+        return str(response["UploadId"])
+
+    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+        response = await self._call(
+            "write", key, "upload_part", UploadId=upload_id, PartNumber=number, Body=data
+        )
+        return str(response["ETag"])
+
+    async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
+        parts = [{"ETag": tag, "PartNumber": number} for number, tag in enumerate(tags, 1)]
+        await self._call(
+            "complete",
+            key,
+            "complete_multipart_upload",
+            UploadId=upload_id,
+            MultipartUpload={"Parts": parts},
+        )
+        return await self._store.head(key)
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        with suppress(NotFoundError):  # already aborted, or an earlier attempt went unheard
+            await self._call("abort", key, "abort_multipart_upload", UploadId=upload_id)
+
+    async def _call(self, operation: str, key: str, method: str, **args: Any) -> Any:
+        store = self._store
+        s3key = store._key(operation, key)
+
+        async def once() -> Any:
+            with _translate(operation, key):
+                api = store._api(operation, key)
+                return await getattr(api, method)(Bucket=store._bucket, Key=s3key, **args)
+
+        return await store._retry(operation, key, once)
+
+
+class _PreconditionFailed(StorageError):
+    """HTTP 412 to a conditional request: for ``put_if_absent``, the key is taken."""
+
+
+class _RangeNotSatisfiable(StorageError):
+    """HTTP 416: the requested range starts at or past the end of the object."""
+
+
+@contextmanager
+def _translate(operation: str, key: str) -> Iterator[None]:
+    """The edge where botocore and aiohttp exceptions become rlcd errors."""
+    try:
+        yield
+    except ClientError as exc:
+        raise _from_client_error(exc, operation, key) from exc
+    except SSLError as exc:
+        raise StorageError(str(exc), operation=operation, key=key) from exc
+    except _TRANSIENT_EXCEPTIONS as exc:
+        message = f"{type(exc).__name__}: {exc}"
+        raise TransientStorageError(message, operation=operation, key=key) from exc
+    except BotoCoreError as exc:  # credentials, parameters, configuration
+        raise StorageError(str(exc), operation=operation, key=key) from exc
+
+
+def _from_client_error(exc: Any, operation: str, key: str) -> StorageError:
+    """The rlcd error for an error response, by code first and HTTP status second."""
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    message = f"{code or 'error'} (HTTP {status}): {error.get('Message', '')}".rstrip(": ")
+    if code in _NOT_FOUND_CODES:
+        return NotFoundError(operation=operation, key=key)
+    if code == "PreconditionFailed" or status == 412:
+        return _PreconditionFailed(message, operation=operation, key=key)
+    if code == "InvalidRange" or status == 416:
+        return _RangeNotSatisfiable(message, operation=operation, key=key)
+    if code in _THROTTLING_CODES or code in _TRANSIENT_CODES or status == 429 or status >= 500:
+        return TransientStorageError(message, operation=operation, key=key)
+    return StorageError(message, operation=operation, key=key)
+
+
+def _ms(when: datetime) -> int:
+    return (when - _EPOCH) // timedelta(milliseconds=1)

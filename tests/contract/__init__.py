@@ -1,0 +1,1 @@
+"""The object-store contract suite, run over every backend."""

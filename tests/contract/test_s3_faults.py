@@ -1,0 +1,198 @@
+"""Transient S3 failures are retried and persistent ones surface clearly, through real requests.
+
+Each test puts :class:`FaultProxy` between the store and the moto server and breaks chosen
+requests: 503 SlowDown, 500, a TCP reset, a hung response (read timeout), a truncated body, a
+lost response to a write that did land.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+import pytest
+
+from rlcd.errors import NotFoundError, RetriesExhaustedError, StorageError, TransientStorageError
+from rlcd.storage import MIN_PART_SIZE, AlreadyExists, ObjectStore, RetryPolicy, Written, open_store
+from tests.contract.conftest import boto_client, moto_config
+from tests.contract.faultproxy import Fault, FaultProxy
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+ATTEMPTS = 4
+
+
+@pytest.fixture
+def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
+    with FaultProxy(moto_endpoint).running() as proxy:
+        yield proxy
+
+
+@pytest.fixture
+async def store(proxy: FaultProxy, s3_bucket: str) -> AsyncIterator[ObjectStore]:
+    config = moto_config(
+        proxy.url,
+        read_timeout_s=0.5,
+        retry=RetryPolicy(max_attempts=ATTEMPTS, base_s=0.001, cap_s=0.01),
+    )
+    async with open_store(f"s3://{s3_bucket}/t", s3=config) as store:
+        await store.put("obj", b"payload")
+        yield store
+
+
+async def listing(store: ObjectStore) -> list[str]:
+    return [meta.key async for meta in store.list("")]
+
+
+# operation -> (HTTP method, path substring of its request, the call)
+OPERATIONS: dict[str, tuple[str, str, Callable[[ObjectStore], Awaitable[object]]]] = {
+    "get": ("GET", "/t/obj", lambda s: s.get("obj")),
+    "get_range": ("GET", "/t/obj", lambda s: s.get("obj", start=1, end=3)),
+    "head": ("HEAD", "/t/obj", lambda s: s.head("obj")),
+    "put": ("PUT", "/t/obj", lambda s: s.put("obj", b"new")),
+    "put_if_absent": ("PUT", "/t/fresh", lambda s: s.put_if_absent("fresh", b"x")),
+    "delete": ("DELETE", "/t/obj", lambda s: s.delete("obj")),
+    "list": ("GET", "list-type=2", listing),
+}
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+async def test_throttling_server_errors_and_resets_are_retried(
+    store: ObjectStore, proxy: FaultProxy, operation: str
+) -> None:
+    """A 503 SlowDown, a 500 and a connection reset in a row are retried to success."""
+    method, contains, call = OPERATIONS[operation]
+    before = proxy.count(method, contains)
+    for fault in (Fault.SLOW_DOWN, Fault.INTERNAL, Fault.RESET):
+        proxy.inject(fault, method=method, contains=contains)
+    await call(store)
+    assert proxy.count(method, contains) - before == 4
+
+
+async def test_results_after_retries_are_right(store: ObjectStore, proxy: FaultProxy) -> None:
+    """What a retried call returns is the real answer, not a leftover of the failed attempts."""
+    proxy.inject(Fault.SLOW_DOWN, times=2, method="GET")
+    assert await store.get("obj", start=1, end=4) == b"ayl"
+    proxy.inject(Fault.RESET, method="PUT")
+    assert await store.put_if_absent("fresh", b"x") == Written("fresh")
+    proxy.inject(Fault.INTERNAL, method="PUT")
+    assert await store.put_if_absent("fresh", b"y") == AlreadyExists("fresh")
+    assert await store.get("fresh") == b"x"
+
+
+async def test_truncated_body_is_retried(store: ObjectStore, proxy: FaultProxy) -> None:
+    """A connection reset halfway through a response body is retried, never returned short."""
+    await store.put("big", bytes(range(256)) * 1024)
+    proxy.inject(Fault.TRUNCATE, method="GET", contains="/t/big")
+    assert await store.get("big") == bytes(range(256)) * 1024
+    assert proxy.count("GET", "/t/big") == 2
+
+
+async def test_read_timeout_is_retried(store: ObjectStore, proxy: FaultProxy) -> None:
+    """A server that stops answering is given up on after the read timeout, and retried."""
+    proxy.inject(Fault.HANG, method="GET", contains="/t/obj")
+    assert await store.get("obj") == b"payload"
+    assert proxy.count("GET", "/t/obj") == 2
+
+
+@pytest.mark.parametrize("fault", [Fault.SLOW_DOWN, Fault.RESET])
+async def test_exhausted_retries_name_operation_and_key(
+    store: ObjectStore, proxy: FaultProxy, fault: Fault
+) -> None:
+    """When every attempt fails, the error says what was tried on which key, how often, and why."""
+    proxy.inject(fault, times=None, method="GET", contains="/t/obj")
+    with pytest.raises(RetriesExhaustedError) as info:
+        await store.get("obj")
+    error = info.value
+    assert (error.operation, error.key, error.attempts) == ("get", "obj", ATTEMPTS)
+    assert str(error).startswith(f"get obj: gave up after {ATTEMPTS} attempts: ")
+    if fault is Fault.SLOW_DOWN:
+        assert "SlowDown (HTTP 503)" in str(error)
+    assert isinstance(error.__cause__, TransientStorageError)
+    assert proxy.count("GET", "/t/obj") == ATTEMPTS
+
+
+async def test_client_errors_are_not_retried(store: ObjectStore, proxy: FaultProxy) -> None:
+    """A 403 is final: one request, a StorageError that is not transient."""
+    proxy.inject(Fault.FORBIDDEN, times=None, method="PUT")
+    with pytest.raises(StorageError, match=r"put obj: AccessDenied \(HTTP 403\)") as info:
+        await store.put("obj", b"x")
+    assert not isinstance(info.value, TransientStorageError)
+    assert proxy.count("PUT") == 1
+
+
+async def test_conditional_conflict_is_retried(store: ObjectStore, proxy: FaultProxy) -> None:
+    """A 409 ConditionalRequestConflict to put_if_absent is retried, and the retry decides."""
+    proxy.inject(Fault.CONFLICT, method="PUT", contains="/t/commit")
+    assert await store.put_if_absent("commit", b"ours") == Written("commit")
+    proxy.inject(Fault.CONFLICT, method="PUT", contains="/t/commit")
+    assert await store.put_if_absent("commit", b"theirs") == AlreadyExists("commit")
+    assert proxy.count("PUT", "/t/commit") == 4
+
+
+async def test_put_if_absent_recognises_its_own_landed_write(
+    store: ObjectStore, proxy: FaultProxy
+) -> None:
+    """A put_if_absent whose write landed but whose answer was lost still reports Written."""
+    proxy.inject(Fault.LOSE_RESPONSE, method="PUT", contains="/t/commit")
+    assert await store.put_if_absent("commit", b"ours") == Written("commit")
+    assert proxy.count("PUT", "/t/commit") == 2
+    assert await store.get("commit") == b"ours"
+
+
+async def test_put_if_absent_after_a_failure_still_loses_to_others(
+    store: ObjectStore, proxy: FaultProxy, s3_bucket: str, moto_endpoint: str
+) -> None:
+    """After a failed attempt, a key taken by different bytes is still AlreadyExists."""
+    boto_client(moto_endpoint).put_object(Bucket=s3_bucket, Key="t/commit", Body=b"theirs")
+    proxy.inject(Fault.INTERNAL, method="PUT", contains="/t/commit")
+    assert await store.put_if_absent("commit", b"ours") == AlreadyExists("commit")
+    assert await store.get("commit") == b"theirs"
+
+
+def uploads(moto_endpoint: str, bucket: str) -> list[str]:
+    listing = boto_client(moto_endpoint).list_multipart_uploads(Bucket=bucket)
+    return [upload["Key"] for upload in listing.get("Uploads", [])]
+
+
+async def test_writer_retries_parts(
+    store: ObjectStore, proxy: FaultProxy, s3_bucket: str, moto_endpoint: str
+) -> None:
+    """Failed part uploads and a failed completion are retried; the object is whole."""
+    data = b"".join(bytes([n]) * (MIN_PART_SIZE // 2 + n) for n in range(5))
+    proxy.inject(Fault.SLOW_DOWN, times=2, method="PUT", contains="partNumber=")
+    proxy.inject(Fault.RESET, method="PUT", contains="partNumber=2")
+    proxy.inject(Fault.INTERNAL, method="POST", contains="uploadId=")
+    async with store.open_writer("out.parquet") as writer:
+        for start in range(0, len(data), 1_000_000):
+            await writer.write(data[start : start + 1_000_000])
+    assert await store.get("out.parquet") == data
+    assert uploads(moto_endpoint, s3_bucket) == []
+
+
+@pytest.mark.parametrize(
+    ("method", "contains", "operation"),
+    [("PUT", "partNumber=", "write"), ("POST", "uploadId=", "complete")],
+)
+async def test_writer_that_cannot_finish_aborts(
+    store: ObjectStore,
+    proxy: FaultProxy,
+    s3_bucket: str,
+    moto_endpoint: str,
+    method: str,
+    contains: str,
+    operation: str,
+) -> None:
+    """A part or a completion that keeps failing aborts the upload: no object, no upload."""
+    proxy.inject(Fault.SLOW_DOWN, times=None, method=method, contains=contains)
+
+    async def write() -> None:
+        async with store.open_writer("out.parquet") as writer:
+            await writer.write(b"x" * (MIN_PART_SIZE + 10))
+
+    with pytest.raises(RetriesExhaustedError) as info:
+        await write()
+    assert (info.value.operation, info.value.key) == (operation, "out.parquet")
+    with pytest.raises(NotFoundError):
+        await store.head("out.parquet")
+    assert uploads(moto_endpoint, s3_bucket) == []
+    assert proxy.count("DELETE", "uploadId=") == 1
