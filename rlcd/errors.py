@@ -11,7 +11,8 @@ Split by what the caller does about it::
     │   ├── CorruptLogError       malformed commit, truncated checkpoint, version gap
     │   ├── CorruptDataError      unreadable Parquet, a data file that is missing
     │   ├── DeletionVectorError   DV checksum, magic, size or cardinality mismatch
-    │   └── UnsupportedFeatureError  a protocol rlcd may not read or write
+    │   ├── UnsupportedFeatureError  a protocol rlcd may not read or write
+    │   └── ConcurrentModificationError  another writer's commit conflicts with ours
     ├── ConfigError               bad TOML or command-line settings (names the key)
     └── InternalError             a bug in rlcd: an invariant did not hold
 """
@@ -29,6 +30,7 @@ __all__ = (
     "CorruptDataError",
     "DeletionVectorError",
     "UnsupportedFeatureError",
+    "ConcurrentModificationError",
     "ConfigError",
     "InternalError",
 )
@@ -116,6 +118,11 @@ class UnsupportedFeatureError(TableError):
     ) -> None:
         super().__init__(message, table=table, version=version)
         self.features = features
+
+
+class ConcurrentModificationError(TableError):
+    """A commit that won the race conflicts with ours and cannot be reconciled: nothing of ours
+    was committed (mirrors Spark's ``DeltaConcurrentModificationException``)."""
 
 
 class ConfigError(RlcdError):

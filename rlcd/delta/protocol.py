@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rlcd.delta.actions import Metadata, Protocol
+from rlcd.delta.schema import ArrayType, DataType, MapType, PrimitiveType, StructType, parse_schema
 from rlcd.errors import UnsupportedFeatureError
 
 __all__ = (
@@ -62,6 +63,10 @@ WRITABLE_FEATURES = frozenset(
 )
 """Writer features rlcd may commit to. Everything else (row tracking, clustering, Iceberg
 compatibility, catalog-managed, variant, ...) makes rlcd refuse to write."""
+
+UNUSED_OK_FEATURES = frozenset({"variantType", "variantType-preview"})
+"""Features harmless while no column uses them: delta-rs lists ``variantType`` on every table
+it creates with deletion vectors enabled."""
 
 _LEGACY_WRITER: Mapping[int, tuple[str, ...]] = {
     2: ("appendOnly", "invariants"),
@@ -126,6 +131,16 @@ class TableConfig:
             "delta.enableInCommitTimestamps"
         )
 
+    def _unused(self) -> frozenset[str]:
+        """The conditional features this table lists but does not use."""
+        if not self.metadata.schema_string:
+            return frozenset()
+        try:
+            schema = parse_schema(self.metadata.schema_string)
+        except ValueError:
+            return frozenset()
+        return frozenset() if _has_variant(schema) else UNUSED_OK_FEATURES
+
     def ensure_readable(self) -> None:
         """Raise :class:`UnsupportedFeatureError` unless rlcd can read the table's data."""
         p = self.protocol
@@ -135,7 +150,7 @@ class TableConfig:
                 f"(rlcd reads up to {MAX_READER_VERSION})",
                 table=self.table,
             )
-        unknown = tuple(sorted(self.reader_features - READABLE_FEATURES))
+        unknown = tuple(sorted(self.reader_features - READABLE_FEATURES - self._unused()))
         if unknown:
             raise UnsupportedFeatureError(
                 f"unsupported reader feature(s): {', '.join(unknown)}",
@@ -153,10 +168,23 @@ class TableConfig:
                 f"(rlcd writes up to {MAX_WRITER_VERSION})",
                 table=self.table,
             )
-        unknown = tuple(sorted(self.writer_features - WRITABLE_FEATURES))
+        unknown = tuple(sorted(self.writer_features - WRITABLE_FEATURES - self._unused()))
         if unknown:
             raise UnsupportedFeatureError(
                 f"rlcd cannot write safely to a table with writer feature(s): {', '.join(unknown)}",
                 table=self.table,
                 features=unknown,
             )
+
+
+def _has_variant(dtype: DataType) -> bool:
+    match dtype:
+        case PrimitiveType(name=name):
+            return name == "variant"
+        case StructType(fields=fields):
+            return any(_has_variant(f.type) for f in fields)
+        case ArrayType():
+            return _has_variant(dtype.element_type)
+        case MapType():
+            return _has_variant(dtype.key_type) or _has_variant(dtype.value_type)
+    return False

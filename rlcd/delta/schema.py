@@ -186,6 +186,7 @@ class StructType:
     fields: tuple[StructField, ...]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", tuple(self.fields))  # a list would not hash
         seen: set[str] = set()
         for f in self.fields:
             key = f.name.casefold()
@@ -253,13 +254,13 @@ def parse_data_type(obj: object, *, column: str = "") -> DataType:
         return _parse_struct(obj, column)
     if kind == "array":
         return ArrayType(
-            parse_data_type(_get(obj, "elementType", object, column), column=column),
+            parse_data_type(_get(obj, "elementType", object, column), column=f"{column}.element"),
             _get(obj, "containsNull", bool, column),
         )
     if kind == "map":
         return MapType(
-            parse_data_type(_get(obj, "keyType", object, column), column=column),
-            parse_data_type(_get(obj, "valueType", object, column), column=column),
+            parse_data_type(_get(obj, "keyType", object, column), column=f"{column}.key"),
+            parse_data_type(_get(obj, "valueType", object, column), column=f"{column}.value"),
             _get(obj, "valueContainsNull", bool, column),
         )
     raise ValueError(f"unknown Delta type {kind!r}{_where(column)}")
@@ -427,10 +428,11 @@ def physical_path(
 
     Raises:
         KeyError: a name is not in the schema, or the path goes through a non-struct.
+        TypeError: ``logical_path`` is a string, not a sequence of names.
         ValueError: a field on the path lacks its physical name.
     """
-    if isinstance(logical_path, str) or not logical_path:
-        raise KeyError(f"a column path is a non-empty sequence of names, got {logical_path!r}")
+    if not _names(logical_path):
+        raise KeyError("empty column path")
     struct: DataType = schema
     out: list[str] = []
     for depth, name in enumerate(logical_path):

@@ -1,7 +1,9 @@
 """The object-store contract every backend implements, and the values it returns.
 
 A store is rooted at one location (an S3 bucket and prefix, or a local directory); keys are
-``/``-separated paths relative to that root, never starting with ``/``. The docstrings of
+``/``-separated paths relative to that root, never starting with ``/``. Every backend refuses a
+malformed key (empty, absolute, or with an empty, ``.`` or ``..`` segment) with
+:class:`rlcd.errors.StorageError`, so no key escapes the root. The docstrings of
 :class:`ObjectStore` are the contract; ``tests/contract`` runs one suite over every backend.
 """
 
@@ -92,7 +94,8 @@ class ObjectStore(Protocol):
         ...
 
     async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
-        """The object's bytes, or the half-open range ``[start, end)`` of them.
+        """The object's bytes, or the half-open range ``[start, end)`` of them, clipped to the
+        object like a slice (a range past the end is empty).
 
         Raises :class:`rlcd.errors.NotFoundError` when the key does not exist.
         """
@@ -112,7 +115,13 @@ class ObjectStore(Protocol):
         ...
 
     async def put_if_absent(self, key: str, data: bytes) -> PutResult:
-        """Create the object only if the key is free: exactly one of racing callers wins."""
+        """Create the object only if the key is free: exactly one of racing callers wins.
+
+        A key that already holds exactly ``data`` also gives :class:`Written`: on S3 a write can
+        land while its answer is lost, and the retry (ours, or the HTTP client's own) then meets
+        it. The call is therefore idempotent, and payloads that must tell writers apart carry a
+        unique id (Delta commits do, in ``commitInfo``).
+        """
         ...
 
     async def delete(self, key: str) -> None:

@@ -6,7 +6,8 @@ Atomicity comes from the filesystem, never from locks:
 - ``put`` and a writer's ``complete`` write a temp file beside the target, fsync it and
   ``os.replace`` it over the target;
 - ``put_if_absent`` writes and fsyncs a temp file, then ``os.link``\\ s it to the target: link
-  fails with ``FileExistsError`` instead of replacing, so exactly one racer wins;
+  fails with ``FileExistsError`` instead of replacing, so exactly one racer wins (a loser whose
+  bytes are identical to the winner's counts as written, as the contract says);
 - temp files live in the target's directory (same filesystem, so link and replace are atomic),
   are named ``.<name>.<hex>.rlcd-tmp``, and listings skip them. Keys whose last segment looks
   like that are refused.
@@ -117,7 +118,7 @@ class LocalStore:
                 try:
                     os.link(tmp, path)
                 except FileExistsError:
-                    return AlreadyExists(key)
+                    return Written(key) if _holds(path, data) else AlreadyExists(key)
                 finally:
                     _unlink(tmp)
                 _fsync_dir(path)
@@ -231,6 +232,17 @@ def _stat(operation: str, key: str, path: str) -> ObjectMeta:
     if not stat.S_ISREG(st.st_mode):
         raise NotFoundError(operation=operation, key=key)
     return ObjectMeta(key, st.st_size, st.st_mtime_ns // 1_000_000)
+
+
+def _holds(path: str, data: bytes) -> bool:
+    """Whether the file holds exactly ``data``."""
+    try:
+        if os.stat(path).st_size != len(data):
+            return False
+        with open(path, "rb") as f:
+            return f.read() == data
+    except _MISSING:
+        return False
 
 
 def _write_temp(path: str, data: bytes) -> str:

@@ -11,6 +11,7 @@ clients throttled at once from coming back in lockstep.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,7 +52,10 @@ class RetryPolicy:
 
 def backoff_ceiling(policy: RetryPolicy, retry: int) -> float:
     """The longest wait before retry number ``retry`` (0-based): non-decreasing, at most cap."""
-    return min(policy.cap_s, policy.base_s * 2.0 ** min(retry, 64))
+    try:
+        return min(policy.cap_s, math.ldexp(policy.base_s, retry))  # base * 2**retry
+    except OverflowError:
+        return policy.cap_s
 
 
 def backoff_delay(policy: RetryPolicy, retry: int, draw: float) -> float:

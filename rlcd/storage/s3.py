@@ -13,9 +13,10 @@
 - **Sharing**: an :class:`S3Client` owns one aiobotocore client, hence one connection pool and
   one credential cache; a daemon opens one and makes a cheap :class:`S3Store` per table.
 - **Conditional writes**: ``put_if_absent`` is ``PutObject`` with ``If-None-Match: *``. A 412
-  means the key is taken; a 409 ``ConditionalRequestConflict`` (a racing conditional write) is
-  retried, and the retry re-checks. When an earlier attempt may have landed without us hearing
-  back, a 412 is checked against the stored bytes: identical bytes mean our write won.
+  means the key is taken, and the stored bytes decide whether by us: a write can land while
+  its answer is lost, and then our retry, or aiohttp's own silent resend of the idempotent
+  PUT, meets our own object. A 409 ``ConditionalRequestConflict`` (a racing conditional write)
+  is retried, and the retry re-checks.
 """
 
 from __future__ import annotations
@@ -276,22 +277,15 @@ class S3Store:
 
     async def put_if_absent(self, key: str, data: bytes) -> PutResult:
         s3key = self._key("put_if_absent", key)
-        failed_before = False
 
         async def once() -> PutResult:
-            nonlocal failed_before
             try:
                 with _translate("put_if_absent", key):
                     await self._api("put_if_absent", key).put_object(
                         Bucket=self._bucket, Key=s3key, Body=data, IfNoneMatch="*"
                     )
             except _PreconditionFailed:
-                if failed_before and await self._holds(key, data):
-                    return Written(key)  # our earlier attempt landed; its answer was lost
-                return AlreadyExists(key)
-            except TransientStorageError:
-                failed_before = True
-                raise
+                return Written(key) if await self._holds(key, data) else AlreadyExists(key)
             return Written(key)
 
         return await self._retry("put_if_absent", key, once)
@@ -336,7 +330,7 @@ class S3Store:
         return await retrying(self._policy, operation, key, attempt)
 
     async def _holds(self, key: str, data: bytes) -> bool:
-        """Whether the object has exactly these bytes (one attempt: the caller retries)."""
+        """Whether the object holds exactly ``data`` (one attempt: the caller retries)."""
         try:
             return await self._get_once(key, {}) == data
         except NotFoundError:

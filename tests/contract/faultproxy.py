@@ -88,6 +88,12 @@ class FaultProxy:
         with self._lock:
             self._rules.append(_Rule(fault, times, method, contains))
 
+    def reset(self) -> None:
+        """Forget every rule and recorded request."""
+        with self._lock:
+            self._rules.clear()
+            self.requests.clear()
+
     def count(self, method: str, contains: str = "") -> int:
         """How many requests with this method and path substring reached the proxy."""
         with self._lock:

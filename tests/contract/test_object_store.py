@@ -147,6 +147,15 @@ async def test_put_if_absent_writes_once(backend: Backend) -> None:
     assert await backend.store.get("_delta_log/1.json") == b"ours"
 
 
+async def test_put_if_absent_is_idempotent(backend: Backend) -> None:
+    """Putting the bytes the key already holds is Written again: a retry of a write that landed
+    unheard must not look like a lost race."""
+    assert await backend.store.put_if_absent("c.json", b"same") == Written("c.json")
+    assert await backend.store.put_if_absent("c.json", b"same") == Written("c.json")
+    assert await backend.store.put_if_absent("c.json", b"samE") == AlreadyExists("c.json")
+    assert await backend.store.put_if_absent("c.json", b"same+") == AlreadyExists("c.json")
+
+
 async def test_put_if_absent_race_has_exactly_one_winner(backend: Backend) -> None:
     """Twenty concurrent ``put_if_absent`` on one key: one Written, the object is its bytes."""
     results: dict[int, object] = {}

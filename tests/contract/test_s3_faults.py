@@ -12,7 +12,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 
 from rlcd.errors import NotFoundError, RetriesExhaustedError, StorageError, TransientStorageError
-from rlcd.storage import MIN_PART_SIZE, AlreadyExists, ObjectStore, RetryPolicy, Written, open_store
+from rlcd.storage import (
+    MIN_PART_SIZE,
+    AlreadyExists,
+    ObjectStore,
+    RetryPolicy,
+    S3Client,
+    Written,
+    open_store,
+)
 from tests.contract.conftest import boto_client, moto_config
 from tests.contract.faultproxy import Fault, FaultProxy
 
@@ -21,20 +29,35 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 ATTEMPTS = 4
 
 
-@pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
+@pytest.fixture(scope="session")
+def session_proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
     with FaultProxy(moto_endpoint).running() as proxy:
         yield proxy
 
 
-@pytest.fixture
-async def store(proxy: FaultProxy, s3_bucket: str) -> AsyncIterator[ObjectStore]:
+@pytest.fixture(scope="session")
+async def proxy_client(session_proxy: FaultProxy) -> AsyncIterator[S3Client]:
     config = moto_config(
-        proxy.url,
+        session_proxy.url,
         read_timeout_s=0.5,
         retry=RetryPolicy(max_attempts=ATTEMPTS, base_s=0.001, cap_s=0.01),
     )
-    async with open_store(f"s3://{s3_bucket}/t", s3=config) as store:
+    async with S3Client(config) as client:
+        yield client
+
+
+@pytest.fixture
+def proxy(session_proxy: FaultProxy) -> Iterator[FaultProxy]:
+    session_proxy.reset()
+    yield session_proxy
+    session_proxy.reset()
+
+
+@pytest.fixture
+async def store(
+    proxy: FaultProxy, proxy_client: S3Client, s3_bucket: str
+) -> AsyncIterator[ObjectStore]:
+    async with open_store(f"s3://{s3_bucket}/t", client=proxy_client) as store:
         await store.put("obj", b"payload")
         yield store
 
@@ -105,19 +128,23 @@ async def test_exhausted_retries_name_operation_and_key(
     error = info.value
     assert (error.operation, error.key, error.attempts) == ("get", "obj", ATTEMPTS)
     assert str(error).startswith(f"get obj: gave up after {ATTEMPTS} attempts: ")
+    assert isinstance(error.__cause__, TransientStorageError)
     if fault is Fault.SLOW_DOWN:
         assert "SlowDown (HTTP 503)" in str(error)
-    assert isinstance(error.__cause__, TransientStorageError)
-    assert proxy.count("GET", "/t/obj") == ATTEMPTS
+        assert proxy.count("GET", "/t/obj") == ATTEMPTS
+    else:  # aiohttp itself resends an idempotent request once when its connection dies
+        assert "connect" in str(error).lower()
+        assert ATTEMPTS <= proxy.count("GET", "/t/obj") <= 2 * ATTEMPTS
 
 
 async def test_client_errors_are_not_retried(store: ObjectStore, proxy: FaultProxy) -> None:
     """A 403 is final: one request, a StorageError that is not transient."""
+    before = proxy.count("PUT")
     proxy.inject(Fault.FORBIDDEN, times=None, method="PUT")
     with pytest.raises(StorageError, match=r"put obj: AccessDenied \(HTTP 403\)") as info:
         await store.put("obj", b"x")
     assert not isinstance(info.value, TransientStorageError)
-    assert proxy.count("PUT") == 1
+    assert proxy.count("PUT") - before == 1
 
 
 async def test_conditional_conflict_is_retried(store: ObjectStore, proxy: FaultProxy) -> None:
@@ -132,11 +159,12 @@ async def test_conditional_conflict_is_retried(store: ObjectStore, proxy: FaultP
 async def test_put_if_absent_recognises_its_own_landed_write(
     store: ObjectStore, proxy: FaultProxy
 ) -> None:
-    """A put_if_absent whose write landed but whose answer was lost still reports Written."""
+    """A put_if_absent whose write landed but whose answer was lost still reports Written
+    (the resend that meets the landed object may be aiohttp's, not ours)."""
     proxy.inject(Fault.LOSE_RESPONSE, method="PUT", contains="/t/commit")
     assert await store.put_if_absent("commit", b"ours") == Written("commit")
-    assert proxy.count("PUT", "/t/commit") == 2
     assert await store.get("commit") == b"ours"
+    assert await store.put_if_absent("commit", b"theirs") == AlreadyExists("commit")
 
 
 async def test_put_if_absent_after_a_failure_still_loses_to_others(
