@@ -39,16 +39,26 @@ OPS = st.lists(
 
 
 def _essence(snap: Snapshot) -> dict[str, Any]:
-    files = {p: (a.dv_unique_id, a.size, dict(a.partition_values), a.num_records)
-             for p, a in snap.files.items()}
-    return {"version": snap.version, "files": files, "protocol": snap.protocol,
-            "metadata": snap.metadata, "txns": dict(snap.txns)}
+    files = {
+        p: (a.dv_unique_id, a.size, dict(a.partition_values), a.num_records)
+        for p, a in snap.files.items()
+    }
+    return {
+        "version": snap.version,
+        "files": files,
+        "protocol": snap.protocol,
+        "metadata": snap.metadata,
+        "txns": dict(snap.txns),
+    }
 
 
 async def _apply(path: Path, ops: list[tuple[str, int]]) -> None:
     next_id = 0
-    deltalake.write_deltalake(str(path), pa.table({"id": pa.array([], pa.int64())}),
-                              configuration={"delta.enableDeletionVectors": "true"})
+    deltalake.write_deltalake(
+        str(path),
+        pa.table({"id": pa.array([], pa.int64())}),
+        configuration={"delta.enableDeletionVectors": "true"},
+    )
     for op, n in ops:
         if op == "append":
             ids = pa.array(range(next_id, next_id + n), pa.int64())
@@ -61,8 +71,9 @@ async def _apply(path: Path, ops: list[tuple[str, int]]) -> None:
         else:
             async with LocalStore(path) as store:
                 snap = await load_snapshot(store)
-                targets = {p: [n % a.num_records] for p, a in list(snap.files.items())[:2]
-                           if a.num_records}
+                targets = {
+                    p: [n % a.num_records] for p, a in list(snap.files.items())[:2] if a.num_records
+                }
                 if targets:
                     await delete_rows(store, snap, targets)
 
@@ -72,8 +83,10 @@ async def _both(path: Path) -> tuple[Snapshot, Snapshot]:
         from_checkpoint = await load_snapshot(store)
         commits = [p for p in await list_log(store) if p.kind is LogKind.COMMIT]
         segment = build_segment(commits, table=store.root)
-        bodies = [(c.version, await read_commit(store, c.version, table=store.root))
-                  for c in segment.commits]
+        bodies = [
+            (c.version, await read_commit(store, c.version, table=store.root))
+            for c in segment.commits
+        ]
     return from_checkpoint, replay(store.root, bodies)
 
 

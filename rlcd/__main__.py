@@ -1,0 +1,5 @@
+"""``python -m rlcd`` runs the command line."""
+
+from rlcd.cli.main import main
+
+raise SystemExit(main())
