@@ -39,7 +39,7 @@ __all__ = ("LocalStore", "TEMP_SUFFIX", "is_temp_name")
 
 TEMP_SUFFIX = ".rlcd-tmp"
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
@@ -160,7 +160,7 @@ class LocalStore:
             raise StorageError("key has the form of a temp file", operation=operation, key=key)
         return os.path.join(self._dir, *key.split("/"))
 
-    async def _run(self, fn: Callable[[], T]) -> T:
+    async def _run(self, fn: Callable[[], _T]) -> _T:
         return await anyio.to_thread.run_sync(fn, limiter=self._limiter)
 
     async def _list(self, prefix: str, start_after: str | None) -> AsyncIterator[ObjectMeta]:
@@ -218,11 +218,9 @@ def _errors(operation: str, key: str, *, reading: bool = False) -> Iterator[None
     :class:`NotFoundError`."""
     try:
         yield
-    except _MISSING as exc:
-        if reading:
-            raise NotFoundError(operation=operation, key=key) from exc
-        raise StorageError(exc.strerror or str(exc), operation=operation, key=key) from exc
     except OSError as exc:
+        if reading and isinstance(exc, _MISSING):
+            raise NotFoundError(operation=operation, key=key) from exc
         raise StorageError(exc.strerror or str(exc), operation=operation, key=key) from exc
 
 

@@ -24,7 +24,7 @@ from rlcd.errors import ConfigError, RetriesExhaustedError, TransientStorageErro
 
 __all__ = ("RetryPolicy", "backoff_ceiling", "backoff_delay", "retrying")
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 _log = structlog.get_logger(__name__)
 
@@ -67,10 +67,10 @@ async def retrying(
     policy: RetryPolicy,
     operation: str,
     key: str,
-    attempt: Callable[[], Awaitable[T]],
+    attempt: Callable[[], Awaitable[_T]],
     *,
     draw: Callable[[], float] = random.random,
-) -> T:
+) -> _T:
     """Await ``attempt()`` until it returns, retrying transient failures with backoff.
 
     Returns:

@@ -57,11 +57,11 @@ from rlcd.storage.uri import TableUri
 
 __all__ = ("S3Config", "S3Client", "S3Store", "AddressingStyle")
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 AddressingStyle = Literal["auto", "virtual", "path"]
 
-MAX_PART_SIZE = 5 * 1024**3
+_MAX_PART_SIZE = 5 * 1024**3
 """S3's largest part."""
 
 # Error codes by what we do about them (botocore's standard retry mode lists the same ones).
@@ -142,8 +142,8 @@ class S3Config:
             raise ConfigError("s3: timeouts must be positive")
         if self.max_connections < 1:
             raise ConfigError("s3: max_connections must be at least 1")
-        if not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
-            raise ConfigError(f"s3: part_size must be within [{MIN_PART_SIZE}, {MAX_PART_SIZE}]")
+        if not MIN_PART_SIZE <= self.part_size <= _MAX_PART_SIZE:
+            raise ConfigError(f"s3: part_size must be within [{MIN_PART_SIZE}, {_MAX_PART_SIZE}]")
         if not 1 <= self.list_page_size <= 1000:
             raise ConfigError("s3: list_page_size must be within [1, 1000]")
 
@@ -204,6 +204,7 @@ def _client_args(config: S3Config) -> dict[str, Any]:
         "read_timeout": config.read_timeout_s,
         "max_pool_connections": config.max_connections,
         "retries": {"total_max_attempts": 1},
+        "warm_up_loader_caches": True,  # read botocore's JSON models in a thread, not the loop
     }
     if config.addressing_style is not None:
         options["s3"] = {"addressing_style": config.addressing_style}
@@ -326,7 +327,7 @@ class S3Store:
         self._api(operation, key)
         return self._base + check_key(operation, key)
 
-    async def _retry(self, operation: str, key: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _retry(self, operation: str, key: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
         return await retrying(self._policy, operation, key, attempt)
 
     async def _holds(self, key: str, data: bytes) -> bool:

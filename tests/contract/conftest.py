@@ -6,48 +6,15 @@ incomplete multipart uploads), so that the suite can assert that nothing was.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from rlcd.storage import MIN_PART_SIZE, ObjectStore, RetryPolicy, S3Client, S3Config, open_store
+from rlcd.storage import S3Client, open_store
 from rlcd.storage.local import is_temp_name
-
-FAST_RETRY = RetryPolicy(max_attempts=3, base_s=0.001, cap_s=0.005)
-
-
-def moto_config(endpoint: str, **overrides: Any) -> S3Config:
-    """Settings for the moto server: path addressing, small parts and pages, quick retries."""
-    settings: dict[str, Any] = {
-        "endpoint_url": endpoint,
-        "region": "us-east-1",
-        "access_key_id": "testing",
-        "secret_access_key": "testing",
-        "addressing_style": "path",
-        "part_size": MIN_PART_SIZE,
-        "list_page_size": 7,
-        "retry": FAST_RETRY,
-    }
-    settings.update(overrides)
-    return S3Config(**settings)
-
-
-@functools.cache
-def boto_client(endpoint: str) -> Any:
-    """A plain boto3 client, for looking behind the store's back."""
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+from tests.contract.support import Backend, boto_client, moto_config
 
 
 @pytest.fixture(scope="session")
@@ -56,14 +23,6 @@ async def moto_client(moto_endpoint: str) -> AsyncIterator[S3Client]:
     because building a client costs ~0.1 s of model loading)."""
     async with S3Client(moto_config(moto_endpoint)) as client:
         yield client
-
-
-@dataclass
-class Backend:
-    name: str
-    store: ObjectStore
-    leftovers: Callable[[], list[str]]
-    """Temp files or incomplete multipart uploads that a finished writer must not leave."""
 
 
 @dataclass

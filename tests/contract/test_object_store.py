@@ -10,7 +10,7 @@ import pytest
 
 from rlcd.errors import NotFoundError, StorageError
 from rlcd.storage import MIN_PART_SIZE, AlreadyExists, ObjectMeta, ObjectStore, Written
-from tests.contract.conftest import Backend
+from tests.contract.support import Backend
 
 pytestmark = pytest.mark.anyio
 

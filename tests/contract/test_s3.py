@@ -8,7 +8,7 @@ import pytest
 
 from rlcd.errors import ConfigError, InternalError, NotFoundError, StorageError
 from rlcd.storage import LocalStore, S3Client, S3Config, TableUri, open_store
-from tests.contract.conftest import boto_client, moto_config
+from tests.contract.support import boto_client, moto_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -21,8 +21,8 @@ from rlcd.storage import (
     Written,
     open_store,
 )
-from tests.contract.conftest import boto_client, moto_config
 from tests.contract.faultproxy import Fault, FaultProxy
+from tests.contract.support import boto_client, moto_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
-from botocore.exceptions import (
+from botocore.exceptions import (  # type: ignore[import-untyped]
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
@@ -27,7 +27,7 @@ def client_error(code: str, status: int, message: str = "") -> ClientError:
         "Error": {"Code": code, "Message": message},
         "ResponseMetadata": {"HTTPStatusCode": status},
     }
-    return ClientError(response, "GetObject")  # type: ignore[arg-type]
+    return ClientError(response, "GetObject")
 
 
 def translated(error: BaseException) -> StorageError:

@@ -1,0 +1,85 @@
+"""What only the local backend has: temp files, directory walking, the thread limiter."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from rlcd.errors import NotFoundError, StorageError
+from rlcd.storage import LocalStore, Written
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_stray_temp_files_are_invisible(tmp_path: Path) -> None:
+    """A crashed writer's temp file is never listed, and no key may take that form."""
+    (tmp_path / "_delta_log").mkdir()
+    (tmp_path / "_delta_log" / ".00001.json.0f3a.rlcd-tmp").write_bytes(b"partial")
+    (tmp_path / "_delta_log" / ".hidden").write_bytes(b"a real object")
+    async with LocalStore(tmp_path) as store:
+        assert [m.key async for m in store.list("")] == ["_delta_log/.hidden"]
+        with pytest.raises(StorageError, match="form of a temp file"):
+            await store.put("_delta_log/.x.rlcd-tmp", b"")
+
+
+async def test_listing_enters_only_directories_that_can_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing the log does not walk the data directories (an idle poll stays cheap)."""
+    async with LocalStore(tmp_path) as store:
+        for key in ("_delta_log/0.json", "p=1/a.parquet", "p=2/deep/b.parquet", "_delta_logs/x"):
+            await store.put(key, b"")
+        scanned: list[str] = []
+        real_scandir = os.scandir
+
+        def scandir(path: str) -> object:
+            scanned.append(os.path.relpath(path, tmp_path))
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+        assert [m.key async for m in store.list("_delta_log/")] == ["_delta_log/0.json"]
+        assert scanned == ["_delta_log"]
+        scanned.clear()
+        assert [m.key async for m in store.list("_delta_log")] == [
+            "_delta_log/0.json",
+            "_delta_logs/x",
+        ]
+        assert sorted(scanned) == [".", "_delta_log", "_delta_logs"]
+
+
+async def test_symlinked_directories_are_not_followed(tmp_path: Path) -> None:
+    """A symlink loop cannot make a listing endless."""
+    async with LocalStore(tmp_path) as store:
+        await store.put("a/x", b"x")
+        (tmp_path / "a" / "loop").symlink_to(tmp_path, target_is_directory=True)
+        assert [m.key async for m in store.list("")] == ["a/x"]
+
+
+async def test_a_file_in_the_way_is_an_error_not_a_miss(tmp_path: Path) -> None:
+    """Writing under a key that is a file fails as a StorageError, not a NotFoundError."""
+    async with LocalStore(tmp_path) as store:
+        await store.put("a", b"file")
+        with pytest.raises(StorageError) as info:
+            await store.put("a/b", b"x")
+        assert not isinstance(info.value, NotFoundError)
+        with pytest.raises(NotFoundError):
+            await store.get("a/b")
+
+
+async def test_thread_limiter_bounds_blocking_calls(tmp_path: Path) -> None:
+    """With a one-token limiter, concurrent calls still all complete (one thread at a time)."""
+    limiter = anyio.CapacityLimiter(1)
+    results: list[object] = []
+    async with LocalStore(tmp_path, limiter=limiter) as store:
+
+        async def put(n: int) -> None:
+            results.append(await store.put_if_absent("k", b"%d" % n))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(10):
+                tg.start_soon(put, n)
+    assert sum(isinstance(r, Written) for r in results) == 1
+    assert limiter.borrowed_tokens == 0
