@@ -9,7 +9,8 @@ Split by what the caller does about it::
     │       └── RetriesExhaustedError  ... and the retries ran out
     ├── TableError                the table's content is bad or unusable (names table/version/path)
     │   ├── CorruptLogError       malformed commit, truncated checkpoint, version gap
-    │   ├── CorruptDataError      unreadable Parquet, a data file that is missing
+    │   ├── CorruptDataError      unreadable Parquet, a data file that does not fit its log entry
+    │   │   └── MissingDataFileError  a data file the log names is not on storage
     │   ├── DeletionVectorError   DV checksum, magic, size or cardinality mismatch
     │   ├── UnsupportedFeatureError  a protocol rlcd may not read or write
     │   └── ConcurrentModificationError  another writer's commit conflicts with ours
@@ -28,6 +29,7 @@ __all__ = (
     "TableError",
     "CorruptLogError",
     "CorruptDataError",
+    "MissingDataFileError",
     "DeletionVectorError",
     "UnsupportedFeatureError",
     "ConcurrentModificationError",
@@ -99,6 +101,10 @@ class CorruptLogError(TableError):
 
 class CorruptDataError(TableError):
     """A data file is missing, truncated or not valid Parquet."""
+
+
+class MissingDataFileError(CorruptDataError):
+    """A data file the log names is not on storage (vacuumed, or deleted behind Delta's back)."""
 
 
 class DeletionVectorError(TableError):

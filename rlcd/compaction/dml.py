@@ -17,7 +17,7 @@ from dataclasses import replace
 import structlog
 from pyroaring import BitMap64
 
-from rlcd.delta.actions import Action, AddFile, RemoveFile
+from rlcd.delta.actions import Action, AddFile
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file
 from rlcd.delta.load import read_deletion_vector, table_config
 from rlcd.delta.replay import Snapshot, canonical_path
@@ -25,27 +25,9 @@ from rlcd.delta.write import make_commit_info, write_commit
 from rlcd.errors import ConcurrentModificationError, TableError, UnsupportedFeatureError
 from rlcd.storage.base import AlreadyExists, ObjectStore
 
-__all__ = ("delete_rows", "tombstone")
+__all__ = ("delete_rows",)
 
 log = structlog.get_logger(__name__)
-
-
-def tombstone(add: AddFile, *, now_ms: int, data_change: bool) -> RemoveFile:
-    """The remove for a live add: same path string and DV (the replay key), plus what Spark
-    copies (delta-protocol.md §2.12)."""
-    return RemoveFile(
-        path=add.path,
-        deletion_timestamp=now_ms,
-        data_change=data_change,
-        extended_file_metadata=True,
-        partition_values=add.partition_values,
-        size=add.size,
-        tags=add.tags,
-        deletion_vector=add.deletion_vector,
-        base_row_id=add.base_row_id,
-        default_row_commit_version=add.default_row_commit_version,
-        stats=json.dumps({"numRecords": add.num_records}) if add.num_records is not None else None,
-    )
 
 
 def _loose_stats(add: AddFile) -> str:
@@ -129,7 +111,8 @@ async def delete_rows(
         make_commit_info(
             operation="DELETE",
             parameters={"predicate": "[]"},
-            snapshot=snapshot,
+            read_version=snapshot.version,
+            previous_ict=snapshot.in_commit_timestamp,
             isolation_level="WriteSerializable",
             is_blind_append=False,
             metrics={
@@ -143,7 +126,7 @@ async def delete_rows(
         )
     ]
     for add, _ in changed:
-        actions.append(tombstone(add, now_ms=now_ms, data_change=True))
+        actions.append(add.tombstone(now_ms=now_ms, data_change=True))
         dv = new_dvs.get(id(add))
         if dv is not None:
             actions.append(

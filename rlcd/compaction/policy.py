@@ -68,8 +68,9 @@ MIB: Final = 1024 * 1024
 DEFAULT_TARGET_FILE_SIZE: Final = 128 * MIB
 DEFAULT_MAX_DELETED_ROWS_RATIO: Final = 0.05
 DEFAULT_ROW_GROUP_ROWS: Final = 1024 * 1024  # pyarrow's default row group length
-CODECS: Final = frozenset({"zstd", "snappy", "gzip", "uncompressed"})
-"""Parquet codecs every Delta reader handles (LZ4 variants and Brotli are not universal)."""
+CODECS: Final = frozenset({"zstd", "snappy", "gzip", "none"})
+"""Parquet codecs every Delta reader handles, spelled as pyarrow's ``compression`` takes them
+(``none``: uncompressed). LZ4 (Hadoop framing vs LZ4_RAW) and Brotli are not universal."""
 
 TARGET_FILE_SIZE_PROPERTY: Final = "delta.targetFileSize"
 
@@ -257,8 +258,6 @@ class _Parser:
             raise self._error(f"expected {text}, found {_describe(token)}", token.position)
 
     def parse(self) -> tuple[PartitionClause, ...]:
-        if self.tokens[0].kind == "end":
-            raise self._error("is empty", 0)
         clauses = [self._clause()]
         while self.tokens[self.index].kind != "end":
             self._expect("keyword", "AND")
@@ -300,7 +299,7 @@ class _Parser:
 
 
 def _describe(token: _Token) -> str:
-    return "the end" if token.kind == "end" else repr(token.text)
+    return "nothing" if token.kind == "end" else repr(token.text)
 
 
 # --- the policy ----------------------------------------------------------------------------------

@@ -202,6 +202,29 @@ class AddFile(_FileAction):
     def deleted_rows(self) -> int:
         return self.deletion_vector.cardinality if self.deletion_vector is not None else 0
 
+    def tombstone(
+        self, *, now_ms: int, data_change: bool, tags: Mapping[str, str] | None = None
+    ) -> RemoveFile:
+        """The remove for this live add: the same path string and DV (the replay key), plus what
+        Spark copies (delta-protocol.md §2.12); ``tags`` are added to the add's own tags."""
+        merged = {**(self.tags or {}), **(tags or {})}
+        rows = self.num_records
+        return RemoveFile(
+            path=self.path,
+            deletion_timestamp=now_ms,
+            data_change=data_change,
+            extended_file_metadata=True,
+            partition_values=self.partition_values,
+            size=self.size,
+            stats=json.dumps({"numRecords": rows}, separators=(",", ":"))
+            if rows is not None
+            else None,
+            tags=merged or None,
+            deletion_vector=self.deletion_vector,
+            base_row_id=self.base_row_id,
+            default_row_commit_version=self.default_row_commit_version,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RemoveFile(_FileAction):

@@ -24,6 +24,7 @@ from rlcd.delta.actions import Action, ActionError, AddFile, Sidecar, parse_comm
 from rlcd.delta.checkpoint import checkpoint_actions
 from rlcd.delta.dv.codec import dv_byte_range, load_dv
 from rlcd.delta.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, LogKind, LogPath
+from rlcd.delta.partitions import object_key
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, replay
 from rlcd.delta.segment import LogSegment, build_segment
@@ -268,23 +269,6 @@ async def update_snapshot(store: ObjectStore, snapshot: Snapshot) -> Snapshot:
     return updated
 
 
-def _dv_key(store: ObjectStore, path: str, *, table: str, data_path: str) -> str:
-    """The store key of a DV file from its descriptor path (relative, or absolute in the table)."""
-    if "://" not in path and not path.startswith("file:"):
-        return path
-    root = store.root.rstrip("/")
-    for candidate in (
-        path,
-        path.replace("file:///", "file:/", 1),
-        path.replace("file:/", "file:///", 1),
-    ):
-        if candidate.startswith(root + "/"):
-            return candidate[len(root) + 1 :]
-    raise DeletionVectorError(
-        f"deletion vector file {path} lies outside the table", table=table, path=data_path
-    )
-
-
 async def read_deletion_vector(
     store: ObjectStore, add: AddFile, *, version: int | None = None
 ) -> BitMap64:
@@ -300,7 +284,14 @@ async def read_deletion_vector(
     file_path = dv.file_path()
     if file_path is None:
         return load_dv(dv, file_bytes=None, table=table, path=add.path, version=version)
-    key = _dv_key(store, file_path, table=table, data_path=add.path)
+    key = object_key(table, dv.path_or_inline_dv if dv.storage_type == "p" else file_path)
+    if key is None:
+        raise DeletionVectorError(
+            f"deletion vector file {file_path} lies outside the table",
+            table=table,
+            version=version,
+            path=add.path,
+        )
     start, end = dv_byte_range(dv)
     try:
         data = await store.get(key, start=start, end=end)

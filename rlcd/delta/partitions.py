@@ -54,6 +54,7 @@ __all__ = (
     "partition_dir",
     "encode_uri_path",
     "decode_uri_path",
+    "object_key",
 )
 
 PartitionValue: TypeAlias = bool | int | float | Decimal | str | bytes | date | datetime | None
@@ -308,3 +309,21 @@ def decode_uri_path(path: str) -> str:
         ValueError: a percent-escape decodes to invalid UTF-8.
     """
     return unquote(path, encoding="utf-8", errors="strict")
+
+
+def object_key(root: str, path: str) -> str | None:
+    """The store key (relative to the table root, decoded) of a file named in the log.
+
+    ``path`` is as written in the log: a relative URI, or an absolute one (``s3://…``,
+    ``file:/…``, ``file:///…``) that must lie under ``root`` (the store's root URI). Returns
+    None for an absolute path outside the table.
+    """
+    if "://" not in path and not path.startswith(("file:", "/")):
+        return decode_uri_path(path)
+    absolute = decode_uri_path(path)
+    if absolute.startswith("/"):
+        absolute = "file://" + absolute
+    elif absolute.startswith("file:/") and not absolute.startswith("file://"):
+        absolute = "file://" + absolute[len("file:") :]
+    prefix = root.rstrip("/") + "/"
+    return absolute[len(prefix) :] if absolute.startswith(prefix) else None

@@ -12,7 +12,6 @@ from typing import Any
 from rlcd import __version__
 from rlcd.delta.actions import Action, CommitInfo, serialize_commit
 from rlcd.delta.log_path import commit_name
-from rlcd.delta.replay import Snapshot
 from rlcd.storage.base import ObjectStore, PutResult
 
 __all__ = ("ENGINE_INFO", "make_commit_info", "write_commit")
@@ -24,7 +23,8 @@ def make_commit_info(
     *,
     operation: str,
     parameters: Mapping[str, Any],
-    snapshot: Snapshot,
+    read_version: int,
+    previous_ict: int | None,
     isolation_level: str,
     is_blind_append: bool,
     metrics: Mapping[str, int],
@@ -34,13 +34,13 @@ def make_commit_info(
 ) -> CommitInfo:
     """A Spark-shaped commitInfo (delta-protocol.md §2.5, §2.13).
 
-    With in-commit timestamps the commit carries ``max(now, previous ICT + 1)`` (§5.4); the
-    caller rebuilds it on every retry, against the snapshot it retries on.
+    With in-commit timestamps the commit carries ``max(now, previous ICT + 1)`` (§5.4), where
+    ``previous_ict`` is that of the version before the one being attempted: the caller rebuilds
+    the commitInfo on every retry.
     """
     ict = None
     if in_commit_timestamps:
-        previous = snapshot.in_commit_timestamp
-        ict = now_ms if previous is None else max(now_ms, previous + 1)
+        ict = now_ms if previous_ict is None else max(now_ms, previous_ict + 1)
     return CommitInfo(
         timestamp=now_ms if ict is None else ict,
         in_commit_timestamp=ict,
@@ -48,7 +48,7 @@ def make_commit_info(
         txn_id=txn_id,
         extra={
             "operationParameters": dict(parameters),
-            "readVersion": snapshot.version,
+            "readVersion": read_version,
             "isolationLevel": isolation_level,
             "isBlindAppend": is_blind_append,
             "operationMetrics": {k: str(v) for k, v in metrics.items()},

@@ -1,0 +1,83 @@
+"""Human-readable reports of a plan, a compaction and a verification."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from rlcd.compaction.compact import CompactionReport
+from rlcd.compaction.verify import VerifyReport
+
+__all__ = ("print_plan", "print_compaction", "print_verify", "human_bytes")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _partition(values: object) -> str:
+    text = ", ".join(f"{k}={v}" for k, v in dict(values).items())  # type: ignore[call-overload]
+    return text or "(unpartitioned)"
+
+
+def print_plan(report: CompactionReport, out: TextIO) -> None:
+    """The bins a run would compact: files, bytes and expected outputs."""
+    bins = report.planned
+    files = sum(len(b.sources) for b in bins)
+    size = sum(s.size for b in bins for s in b.sources)
+    out.write(
+        f"plan for {report.table} at version {report.read_version} "
+        f"(target {human_bytes(report.policy.target_file_size)}): {len(bins)} bins, "
+        f"{files} files, {human_bytes(size)} -> {len(bins)} outputs\n"
+    )
+    for b in bins:
+        out.write(
+            f"  bin {b.bin_id}  {_partition(b.partition_values)}: {len(b.sources)} files, "
+            f"{human_bytes(sum(s.size for s in b.sources))} -> 1 file of about "
+            f"{human_bytes(b.estimated_bytes)}{'  (purges deletion vectors)' if b.purges_dvs else ''}\n"
+        )
+    if not bins:
+        out.write("  nothing to compact\n")
+
+
+def print_compaction(report: CompactionReport, out: TextIO) -> None:
+    """The outcome of a run: what committed, what failed and why."""
+    if not report.planned:
+        out.write(f"{report.table}: nothing to compact at version {report.read_version}\n")
+        return
+    if report.committed_version is not None:
+        out.write(
+            f"{report.table}: committed version {report.committed_version}: "
+            f"{len(report.committed)} bins, {report.files_removed} files "
+            f"({human_bytes(report.bytes_removed)}) -> {report.files_added} files "
+            f"({human_bytes(report.bytes_added)})\n"
+        )
+        if report.untagged:
+            out.write(
+                f"  {report.untagged} bins committed without composition tags "
+                "(the capture guard did not hold)\n"
+            )
+    else:
+        out.write(f"{report.table}: nothing committed\n")
+    for failure in report.failed:
+        out.write(f"  bin {failure.bin.bin_id} not compacted: {failure.reason}\n")
+
+
+def print_verify(report: VerifyReport, out: TextIO) -> None:
+    """One line per tagged commit, then every problem."""
+    if not report.commits:
+        out.write(f"{report.table}: no commit with composition tags in the log\n")
+    for c in report.commits:
+        status = "ok" if not c.problems else "FAILED"
+        out.write(
+            f"version {c.version}: {status}: {c.outputs} outputs, {c.sources_checked} sources "
+            f"checked, {c.sources_skipped} skipped\n"
+        )
+        for note in c.notes:
+            out.write(f"  note: {note}\n")
+        for problem in c.problems:
+            out.write(f"  problem: {problem}\n")
+    out.write("verified\n" if report.ok else "verification FAILED\n")

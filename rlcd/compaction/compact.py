@@ -1,0 +1,181 @@
+"""One compaction run over one table: load, gate, plan, rewrite the bins, commit.
+
+Bins are rewritten with bounded concurrency; a bin whose source is corrupt or missing fails on
+its own (its output was aborted, nothing is left behind) and the other bins still commit. The
+result is a :class:`CompactionReport`, values only: the CLI prints it, the daemon turns it into
+metrics and logs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import structlog
+
+from rlcd.compaction.commit import CommitOutcome, commit_bins
+from rlcd.compaction.plan import Bin, plan_bins
+from rlcd.compaction.policy import CompactionPolicy, effective_policy
+from rlcd.compaction.rewrite import RewriteSettings, RewrittenBin, rewrite_bin
+from rlcd.compaction.source import ReadOptions
+from rlcd.compaction.stats import stats_spec
+from rlcd.delta.load import load_snapshot, table_config
+from rlcd.delta.protocol import TableConfig
+from rlcd.delta.replay import Snapshot
+from rlcd.delta.schema import (
+    ColumnMappingMode,
+    column_mapping_mode,
+    parse_schema,
+    physical_partition_columns,
+    to_arrow_schema,
+)
+from rlcd.errors import CorruptLogError, RlcdError
+from rlcd.storage.base import ObjectStore
+
+__all__ = ("CompactionReport", "BinFailure", "compact_table", "rewrite_settings")
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BinFailure:
+    """A bin that did not commit, and why (a read error, or a conflicting winner)."""
+
+    bin: Bin
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What one run planned and did. ``committed_version`` is None when nothing committed."""
+
+    table: str
+    read_version: int
+    policy: CompactionPolicy
+    planned: tuple[Bin, ...]
+    dry_run: bool = False
+    committed_version: int | None = None
+    committed: tuple[RewrittenBin, ...] = ()
+    failed: tuple[BinFailure, ...] = field(default=())
+
+    @property
+    def files_removed(self) -> int:
+        return sum(len(b.bin.sources) for b in self.committed)
+
+    @property
+    def files_added(self) -> int:
+        return sum(1 for b in self.committed if b.path is not None)
+
+    @property
+    def bytes_removed(self) -> int:
+        return sum(s.size for b in self.committed for s in b.bin.sources)
+
+    @property
+    def bytes_added(self) -> int:
+        return sum(b.size for b in self.committed)
+
+    @property
+    def untagged(self) -> int:
+        """Committed bins whose composition the capture guard could not prove."""
+        return sum(1 for b in self.committed if b.path is not None and b.offsets is None)
+
+
+def rewrite_settings(
+    snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy, *, count_rows: bool = True
+) -> RewriteSettings:
+    """How to read and write this table's files, derived from its schema and properties."""
+    metadata = snapshot.metadata
+    if not metadata.schema_string:
+        raise CorruptLogError(
+            "metaData has no schemaString", table=snapshot.table, version=snapshot.version
+        )
+    try:
+        schema = parse_schema(metadata.schema_string)
+        mode = column_mapping_mode(metadata.configuration)
+        partitions = tuple(metadata.partition_columns)
+        target = to_arrow_schema(schema, mode=mode, partition_columns=partitions)
+        spec = stats_spec(
+            schema, mode=mode, partition_columns=partitions, configuration=metadata.configuration
+        )
+        physical_partitions = physical_partition_columns(schema, partitions, mode)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(
+            f"cannot use the table schema: {exc}", table=snapshot.table, version=snapshot.version
+        ) from exc
+    return RewriteSettings(
+        table=snapshot.table,
+        version=snapshot.version,
+        read=ReadOptions(target=target, by_field_id=mode is ColumnMappingMode.ID),
+        stats=spec,
+        partition_columns=physical_partitions,
+        codec=policy.codec,
+        row_group_rows=policy.row_group_rows,
+        tight_bounds=True if config.deletion_vectors_supported else None,
+        count_rows=count_rows,
+    )
+
+
+async def compact_table(
+    store: ObjectStore,
+    policy: CompactionPolicy,
+    *,
+    dry_run: bool = False,
+    count_rows: bool = True,
+    bin_concurrency: int = 2,
+    predicate: tuple[str, ...] = (),
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    on_plan: Callable[[Sequence[Bin]], None] | None = None,
+    on_bin_done: Callable[[Bin], None] | None = None,
+) -> CompactionReport:
+    """Compact one table once.
+
+    Raises:
+        UnsupportedFeatureError: the table has a feature rlcd cannot write safely (named).
+        CorruptLogError: the log or schema cannot be used.
+        StorageError: the store failed while loading or committing.
+    """
+    snapshot = await load_snapshot(store)
+    config = table_config(snapshot)
+    config.ensure_writable()
+    policy = effective_policy(policy, config)
+    bins = tuple(plan_bins(snapshot, config, policy))
+    report = CompactionReport(store.root, snapshot.version, policy, bins, dry_run=dry_run)
+    if dry_run or not bins:
+        return report
+    if on_plan is not None:
+        on_plan(bins)
+    settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
+    done: list[RewrittenBin] = []
+    failed: list[BinFailure] = []
+    slots = anyio.CapacityLimiter(bin_concurrency)
+
+    async def one(b: Bin) -> None:
+        async with slots:
+            try:
+                done.append(await rewrite_bin(store, b, settings))
+            except RlcdError as exc:
+                failed.append(BinFailure(b, str(exc)))
+                log.warning("bin_failed", table=store.root, bin=b.bin_id, error=str(exc))
+        if on_bin_done is not None:
+            on_bin_done(b)
+
+    async with anyio.create_task_group() as tg:
+        for b in bins:
+            tg.start_soon(one, b)
+    order = {b.bin_id: i for i, b in enumerate(bins)}
+    done.sort(key=lambda r: order[r.bin.bin_id])
+    outcome: CommitOutcome = await commit_bins(
+        store, snapshot, done, predicate=predicate, now_ms=now_ms
+    )
+    failed.extend(BinFailure(r.bin, reason) for r, reason in outcome.aborted)
+    return CompactionReport(
+        store.root,
+        snapshot.version,
+        policy,
+        bins,
+        committed_version=outcome.version,
+        committed=outcome.committed,
+        failed=tuple(failed),
+    )

@@ -1,0 +1,224 @@
+"""The planner: a snapshot and a policy in, bins of files to rewrite out (design §7). Pure.
+
+Theory of operation
+-------------------
+*Candidates.* A live file is a candidate when it is smaller than the policy's small-file
+threshold ``M``, or when it should be rewritten to purge its deletion vector: its DV deletes
+more than ``max_deleted_rows_ratio`` of its ``numRecords`` physical rows, or it has a DV and
+no ``numRecords`` (Spark selects those too, protocol notes §3.8; such a bin is flagged
+:attr:`Bin.needs_footer_counts`, because the capture guard needs every source's physical count
+and must then read it from the Parquet footer, design §2). Files with a ``clusteringProvider``
+are never candidates: rlcd is not a clustering implementation (§5.3). Files outside the
+partition filter are not either.
+
+*Grouping.* Candidates are grouped by their exact raw ``partitionValues`` map, so ``"1"`` and
+``"01"``, or ``null`` and ``""``, land in different bins: the output copies the map verbatim
+(§2.11), which is only right when every source has the same one. Within a partition the
+candidates keep log order (the snapshot's order).
+
+*Packing.* Each file weighs its estimated live bytes ``w = size * live / physical`` (its size
+when the counts are unknown). Next-fit with target ``T``: a file goes into the open bin unless
+it would take the bin over ``T``, in which case the bin is closed and a new one opened. A bin
+needs two or more sources unless it purges a DV; other bins are dropped. One change makes a
+second run right after a compaction plan nothing: a file with ``w > T - M`` (only a DV-purge
+candidate can be that big, as the policy guarantees ``2M <= T``) is rewritten in a bin of its
+own and does not interrupt the next-fit sequence of the others.
+
+*Why a second run plans nothing.* Simulate the compaction: each bin becomes one file of ``w``
+equal to its ``estimated_bytes``, with no DV. In one partition, next-fit closes a bin only
+when the next file ``f`` does not fit, so a closed bin holds more than ``T - w(f) >= M`` bytes
+(every file in the sequence has ``w <= T - M``): its output is not small. A file rewritten
+alone had ``w > T - M >= M``: not small either. So the only small file the run can leave in a
+partition is the last bin's output (or its one source, if that bin was dropped). Every purge
+candidate was in a kept bin and outputs carry no DV, so nothing is over the ratio. One small
+file and nothing to purge is no bin. ``max_bins`` only postpones the tail: bins are ordered
+by their first source's log position, so a cut keeps a prefix of every partition's bins, and
+the next run plans the rest exactly as before.
+
+*Order.* Bins come out by the log position of their first source, oldest first: older files
+are colder, and compacting cold data makes conflicts with concurrent DML rarer (§0 item 10).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+from rlcd.compaction.policy import CompactionPolicy, effective_policy
+from rlcd.delta.actions import AddFile
+from rlcd.delta.protocol import TableConfig
+from rlcd.delta.replay import Snapshot
+from rlcd.delta.schema import (
+    ColumnMappingMode,
+    parse_schema,
+    physical_partition_columns,
+)
+from rlcd.errors import ConfigError, CorruptLogError, InternalError
+
+__all__ = ("Bin", "plan_bins")
+
+_BIN_ID_HEX: Final = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Bin:
+    """Files to rewrite into one output, all from one partition.
+
+    Invariants (checked on construction): ``sources`` is non-empty, in log order, with no
+    repeated path, every source's raw ``partitionValues`` equal to ``partition_values``; two or
+    more sources unless ``purges_dvs``. ``bin_id`` is a short stable hash of the sources'
+    ``(path, DV unique id)`` keys, for logs and metrics.
+
+    Attributes:
+        partition_values: the sources' raw map, to copy verbatim into the output (§2.11).
+        sources: the files to remove, in log order; the output holds their live rows in this
+            order (design §2).
+        estimated_bytes: the sum of the sources' estimated live bytes.
+        purges_dvs: some source is over the deleted-rows ratio (or has a DV and no
+            ``numRecords``); such a bin is worth rewriting even with one source.
+        needs_footer_counts: some source has no ``stats.numRecords``: the rewrite must take its
+            physical count from the Parquet footer for the capture guard (design §2).
+    """
+
+    partition_values: Mapping[str, str | None]
+    sources: tuple[AddFile, ...]
+    estimated_bytes: int
+    purges_dvs: bool
+    needs_footer_counts: bool
+    bin_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise InternalError("a bin needs at least one source")
+        if len(self.sources) < 2 and not self.purges_dvs:
+            raise InternalError("a bin with one source must purge its deletion vector")
+        if len({s.path for s in self.sources}) != len(self.sources):
+            raise InternalError("a bin lists a source twice")
+        if any(s.partition_values != self.partition_values for s in self.sources):
+            raise InternalError("a bin mixes raw partition values")
+        object.__setattr__(self, "partition_values", MappingProxyType(dict(self.partition_values)))
+        keys = json.dumps([list(s.key) for s in self.sources], separators=(",", ":"))
+        digest = hashlib.sha256(keys.encode()).hexdigest()
+        object.__setattr__(self, "bin_id", digest[:_BIN_ID_HEX])
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    position: int  # index in the snapshot's log order
+    add: AddFile
+    live_bytes: int
+    purge: bool
+
+
+def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy) -> list[Bin]:
+    """The bins to compact in ``snapshot``, oldest first, at most ``max_bins``.
+
+    Args:
+        snapshot: the table state to plan from.
+        config: the same snapshot's protocol and metadata, joined.
+        policy: the configured policy; the table's ``delta.targetFileSize`` is applied here
+            (:func:`effective_policy`, idempotent).
+
+    Raises:
+        UnsupportedFeatureError: rlcd cannot write the table safely (it names the features).
+        ConfigError: the partition filter names a column that is not a partition column, or
+            the policy conflicts with the table's target size.
+        TableError: the table's ``delta.targetFileSize`` is not a size, or the filter needs
+            column-mapped names and the schema does not give them.
+        InternalError: ``config`` does not describe ``snapshot``.
+    """
+    if config.protocol != snapshot.protocol or config.metadata != snapshot.metadata:
+        raise InternalError(f"table config does not match snapshot version {snapshot.version}")
+    config.ensure_writable()
+    policy = effective_policy(policy, config)
+    matches = _partition_matcher(policy, config, snapshot.version)
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[_Candidate]] = {}
+    for position, add in enumerate(snapshot.files.values()):
+        if add.clustering_provider is not None:
+            continue  # §5.3: only the clustering implementation rewrites these
+        if matches is not None and not matches(add.partition_values):
+            continue
+        candidate = _candidate(position, add, policy)
+        if candidate is not None:
+            key = tuple(sorted(add.partition_values.items(), key=lambda item: item[0]))
+            by_partition.setdefault(key, []).append(candidate)
+    packed = [b for candidates in by_partition.values() for b in _pack(candidates, policy)]
+    packed.sort(key=lambda group: group[0].position)
+    bins = [_bin(group) for group in packed]
+    return bins if policy.max_bins is None else bins[: policy.max_bins]
+
+
+def _candidate(position: int, add: AddFile, policy: CompactionPolicy) -> _Candidate | None:
+    """``add`` as a candidate with its weight, or None when it is fine as it is."""
+    physical, deleted = add.num_records, add.deleted_rows
+    if physical is None or physical == 0:
+        # Unknown counts (or an empty file with a DV, which is inconsistent): weigh the whole
+        # file and purge any DV, as Spark does for a DV without numRecords (§3.8).
+        live_bytes, purge = add.size, deleted > 0
+    else:
+        live_bytes = add.size * max(physical - deleted, 0) // physical
+        purge = deleted / physical > policy.max_deleted_rows_ratio
+    if not purge and add.size >= policy.small_file_threshold:
+        return None
+    return _Candidate(position, add, live_bytes, purge)
+
+
+def _pack(candidates: Sequence[_Candidate], policy: CompactionPolicy) -> list[list[_Candidate]]:
+    """Next-fit over one partition's candidates in log order; see the module header."""
+    target = policy.target_file_size
+    solo_above = target - policy.small_file_threshold
+    groups: list[list[_Candidate]] = []
+    current: list[_Candidate] = []
+    current_bytes = 0
+    for candidate in candidates:
+        if candidate.live_bytes > solo_above:
+            groups.append([candidate])  # a purge candidate: rewritten alone, out of sequence
+            continue
+        if current and current_bytes + candidate.live_bytes > target:
+            groups.append(current)
+            current, current_bytes = [], 0
+        current.append(candidate)
+        current_bytes += candidate.live_bytes
+    if current:
+        groups.append(current)
+    return [g for g in groups if len(g) >= 2 or any(c.purge for c in g)]
+
+
+def _bin(group: Sequence[_Candidate]) -> Bin:
+    return Bin(
+        partition_values=group[0].add.partition_values,
+        sources=tuple(c.add for c in group),
+        estimated_bytes=sum(c.live_bytes for c in group),
+        purges_dvs=any(c.purge for c in group),
+        needs_footer_counts=any(c.add.num_records is None for c in group),
+    )
+
+
+def _partition_matcher(
+    policy: CompactionPolicy, config: TableConfig, version: int
+) -> Callable[[Mapping[str, str | None]], bool] | None:
+    """The policy's partition filter bound to this table's physical partition keys (§5.1)."""
+    if policy.partition_filter is None:
+        return None
+    logical = tuple(config.metadata.partition_columns)
+    try:
+        mode = ColumnMappingMode(config.column_mapping_mode)
+        if mode is ColumnMappingMode.NONE:
+            physical = logical
+        else:
+            schema = parse_schema(config.metadata.schema_string)
+            physical = physical_partition_columns(schema, logical, mode)
+    except (ValueError, KeyError) as exc:
+        raise CorruptLogError(
+            f"cannot map partition columns to physical names: {exc}",
+            table=config.table,
+            version=version,
+        ) from exc
+    try:
+        return policy.partition_filter.bind(dict(zip(logical, physical, strict=True)))
+    except ConfigError as exc:
+        raise ConfigError(f"table {config.table}: {exc}") from exc

@@ -1,0 +1,213 @@
+"""Reading one source file of a bin: fetch its bytes, decode row group by row group, drop the
+rows its deletion vector deletes, and conform each batch to the table's physical schema.
+
+Fetching is async IO; decoding is CPU work meant for a worker thread (:func:`live_batches` is a
+plain iterator). A source up to ``spill_threshold`` bytes is held in memory; a larger one is
+copied to a local temporary file in ranged GETs and read from there, so memory stays bounded
+whatever the file size. Parquet is only ever read from pyarrow buffers or paths (never Python
+file objects: pyarrow can abort at exit after reading those, see pitfalls).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from rlcd.delta.actions import AddFile
+from rlcd.delta.load import read_deletion_vector
+from rlcd.delta.partitions import object_key
+from rlcd.delta.schema import PARQUET_FIELD_ID_KEY
+from rlcd.errors import CorruptDataError, MissingDataFileError, NotFoundError
+from rlcd.storage.base import ObjectStore
+
+__all__ = ("ReadOptions", "FetchedSource", "DecodedSource", "fetch_source", "conform_batch")
+
+_SPILL_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """How sources are read. ``by_field_id`` matches columns by Parquet field id (column mapping
+    ``id`` mode); otherwise by name (physical names under ``name`` mode)."""
+
+    target: pa.Schema
+    by_field_id: bool = False
+    batch_size: int = 65_536
+    spill_threshold: int = 256 * 1024 * 1024
+
+
+@dataclass
+class FetchedSource:
+    """A source's bytes (in memory, or spilled to ``spill_path``) and its read-time DV."""
+
+    add: AddFile
+    key: str
+    dv: BitMap64
+    data: bytes | None = None
+    spill_path: str | None = None
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        """Drop the bytes and delete a spill file."""
+        self.data = None
+        if self.spill_path is not None and not self._closed:
+            os.unlink(self.spill_path)
+        self._closed = True
+
+
+async def fetch_source(
+    store: ObjectStore, add: AddFile, options: ReadOptions, *, version: int
+) -> FetchedSource:
+    """The source's bytes and DV.
+
+    Raises:
+        CorruptDataError: the file is missing or lies outside the table.
+        DeletionVectorError: its DV cannot be read or fails a check.
+    """
+    key = object_key(store.root, add.path)
+    if key is None:
+        raise CorruptDataError(
+            "data file lies outside the table", table=store.root, version=version, path=add.path
+        )
+    dv = await read_deletion_vector(store, add, version=version)
+    try:
+        if add.size <= options.spill_threshold:
+            return FetchedSource(add, key, dv, data=await store.get(key))
+        return FetchedSource(add, key, dv, spill_path=await _spill(store, key, add.size))
+    except NotFoundError as exc:
+        raise MissingDataFileError(
+            "data file is missing", table=store.root, version=version, path=add.path
+        ) from exc
+
+
+async def _spill(store: ObjectStore, key: str, size: int) -> str:
+    fd, path = tempfile.mkstemp(prefix="rlcd-source-", suffix=".parquet")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for start in range(0, size, _SPILL_CHUNK):
+                out.write(await store.get(key, start=start, end=min(size, start + _SPILL_CHUNK)))
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path
+
+
+class DecodedSource:
+    """A fetched source opened for decoding (in a worker thread: opening parses the footer).
+
+    ``physical_rows`` is the footer's row count, the ``P`` of the design's capture guard.
+
+    Raises:
+        CorruptDataError: the bytes are not a readable Parquet file, or the DV deletes a row
+            the file does not have.
+    """
+
+    def __init__(
+        self, source: FetchedSource, options: ReadOptions, *, table: str, version: int
+    ) -> None:
+        self._source, self._options = source, options
+        self._where = {"table": table, "version": version, "path": source.add.path}
+        try:
+            handle = pa.BufferReader(source.data) if source.data is not None else source.spill_path
+            self._parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptDataError(f"not a readable Parquet file: {exc}", **self._where) from exc
+        self.physical_rows: int = self._parquet.metadata.num_rows
+        dv = source.dv
+        self._deleted = np.asarray(dv.to_array(), dtype=np.uint64) if len(dv) else None
+        if len(dv) and dv.max() >= self.physical_rows:
+            raise CorruptDataError(
+                f"deletion vector deletes row {dv.max()} of a file with {self.physical_rows} rows",
+                **self._where,
+            )
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The live rows in physical order, conformed to the target schema."""
+        options, start = self._options, 0
+        try:
+            for batch in self._parquet.iter_batches(
+                batch_size=options.batch_size, use_threads=False
+            ):
+                n = batch.num_rows
+                mask = _live_mask(self._deleted, start, n)
+                start += n
+                yield conform_batch(
+                    batch if mask is None else batch.filter(mask),
+                    options.target,
+                    by_field_id=options.by_field_id,
+                )
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptDataError(f"unreadable Parquet data: {exc}", **self._where) from exc
+        if start != self.physical_rows:
+            raise CorruptDataError(
+                f"footer says {self.physical_rows} rows but {start} were read", **self._where
+            )
+
+
+def _live_mask(deleted: np.ndarray | None, start: int, n: int) -> pa.Array | None:
+    """Boolean keep-mask for physical rows ``[start, start + n)``; None when all are live."""
+    if deleted is None:
+        return None
+    lo, hi = np.searchsorted(deleted, [start, start + n])
+    if lo == hi:
+        return None
+    keep = np.ones(n, dtype=bool)
+    keep[(deleted[lo:hi] - np.uint64(start)).astype(np.int64)] = False
+    return pa.array(keep)
+
+
+def _field_id(f: pa.Field) -> int | None:
+    raw = (f.metadata or {}).get(PARQUET_FIELD_ID_KEY)
+    return int(raw) if raw is not None else None
+
+
+def _find(fields: list[pa.Field], target: pa.Field, by_field_id: bool) -> int | None:
+    """Index of the source field that feeds ``target``: by field id, else name (then case)."""
+    if by_field_id:
+        want = _field_id(target)
+        return next((i for i, f in enumerate(fields) if _field_id(f) == want), None)
+    for i, f in enumerate(fields):
+        if f.name == target.name:
+            return i
+    lowered = target.name.lower()
+    return next((i for i, f in enumerate(fields) if f.name.lower() == lowered), None)
+
+
+def _conform(array: pa.Array | None, target: pa.Field, n: int, by_field_id: bool) -> pa.Array:
+    """``array`` reshaped to ``target``: missing columns as nulls, structs field by field (added,
+    dropped and reordered nested fields), anything else cast (Delta type widening)."""
+    if array is None:
+        return pa.nulls(n, target.type)
+    if pa.types.is_struct(target.type) and pa.types.is_struct(array.type):
+        fields = list(array.type)
+        children = []
+        for child in target.type:
+            i = _find(fields, child, by_field_id)
+            children.append(
+                _conform(array.field(i) if i is not None else None, child, n, by_field_id)
+            )
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target.type), mask=mask)
+    if array.type != target.type:
+        return array.cast(target.type)
+    return array
+
+
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool) -> pa.RecordBatch:
+    """A batch with exactly ``target``'s columns, order, types and field metadata. Columns the
+    file has but the table does not (dropped columns, ``_change_type``) are left out."""
+    fields = list(batch.schema)
+    columns = []
+    for f in target:
+        i = _find(fields, f, by_field_id)
+        columns.append(
+            _conform(batch.column(i) if i is not None else None, f, batch.num_rows, by_field_id)
+        )
+    return pa.RecordBatch.from_arrays(columns, schema=target)

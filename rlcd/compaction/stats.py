@@ -1,0 +1,600 @@
+"""Delta ``add.stats`` for a file rlcd writes, accumulated over its Arrow record batches.
+
+Pure: no IO, no clock. Input is the table schema and configuration (once per table) and the
+record batches written to one output file; output is the ``add.stats`` JSON text. Errors are
+``ValueError`` (a bad table property, a batch that does not have the table's physical schema)
+or ``KeyError`` (a partition column that is not in the schema).
+
+Theory of operation (delta-protocol.md §4, §0 items 7, 17, 18)
+----------------------------------------------------------------
+*Which columns* (§4.3, ``stats_spec``). The domain is the data schema (partition columns left
+out), walked depth first; a struct is never a leaf. ``delta.dataSkippingStatsColumns`` (comma
+list; dotted, backtick-quoted, case-insensitive logical names; a struct means all of its leaves;
+names that match nothing are ignored, as Spark's writer does) takes precedence over
+``delta.dataSkippingNumIndexedCols`` (the first N leaves, default 32, -1 means all). Arrays,
+maps, binary, boolean and variant take a slot but only get ``nullCount``. The result is a
+``StatsSpec``: the chosen leaves by *physical* path, each with a ``StatKind``.
+
+*Accumulating* (§4.2, ``StatsAccumulator``). Each batch must have the table's physical Arrow
+schema (``rlcd.delta.schema.to_arrow_schema``). Per batch and leaf there is one
+``pyarrow.compute.min_max`` call and a null count, nothing per row; state is a running
+min/max/null count per leaf. A struct leaf is read with ``pc.struct_field``, which folds the
+parents' validity in: a null parent makes the leaf null (it counts in ``nullCount`` and its
+hidden child value never reaches min/max). Arrays and maps count whole-column nulls only.
+
+*Writing* (§4.1, §4.4, §4.5, ``StatsAccumulator.finish``). Keys are in the order ``numRecords,
+minValues, maxValues, nullCount, tightBounds``; nested structs nest. A leaf whose values are all
+null gets ``nullCount`` only. Value forms:
+
+* integers and decimals are exact JSON numbers (decimals as plain digits with their scale,
+  never through ``float``);
+* dates ``YYYY-MM-DD``; timestamps floored to milliseconds (also before 1970) as
+  ``YYYY-MM-DDTHH:MM:SS.SSSZ`` in UTC, ``timestamp_ntz`` the same without ``Z``;
+* strings: min is the first ``prefix`` code points (Spark SQL ``substring``); max follows
+  Spark's ``truncateMaxStringAgg``, which counts UTF-16 code units (see
+  ``truncate_max_string``). Bounds therefore hold in code-point order, which is UTF-8 byte
+  order, the order Spark and Arrow compare strings in.
+
+Where rlcd deliberately differs from what Spark writes (every difference only widens a bound or
+drops it, so readers never skip a file they need):
+
+* NaN and infinities: Spark orders NaN above everything, so a column holding a NaN gets no max;
+  a min or max that would be ±Infinity (or NaN, when all values are NaN) is left out, since JSON
+  cannot spell it.
+* Zero: a min of zero is written ``-0.0`` and a max of zero ``0.0``, so readers that order
+  floats totally (arrow-rs ``total_cmp``) also see both zeros inside the bounds.
+* ``float`` values are written as the shortest text of the exact double (``0.23399999737739563``
+  where Spark writes ``0.234``); both parse to the same float32, and ours is also exact for a
+  reader that compares in double.
+* Timestamps are always UTC with ``Z`` (Spark uses its session time zone's offset; same instant).
+* A nested struct with no bounds is left out rather than written as ``{}``; a date or timestamp
+  outside years 1..9999 gets no bound.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Final
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+from rlcd.delta.schema import (
+    ColumnMappingMode,
+    DataType,
+    DecimalType,
+    PrimitiveType,
+    StructField,
+    StructType,
+    physical_name,
+)
+
+__all__ = (
+    "STATS_COLUMNS_KEY",
+    "NUM_INDEXED_COLS_KEY",
+    "STRING_PREFIX_LENGTH_KEY",
+    "DEFAULT_NUM_INDEXED_COLS",
+    "DEFAULT_STRING_PREFIX_LENGTH",
+    "StatKind",
+    "StatsLeaf",
+    "StatsSpec",
+    "stats_spec",
+    "parse_stats_columns",
+    "StatsAccumulator",
+    "truncate_min_string",
+    "truncate_max_string",
+)
+
+STATS_COLUMNS_KEY: Final = "delta.dataSkippingStatsColumns"
+NUM_INDEXED_COLS_KEY: Final = "delta.dataSkippingNumIndexedCols"
+STRING_PREFIX_LENGTH_KEY: Final = "delta.dataSkippingStringPrefixLength"
+DEFAULT_NUM_INDEXED_COLS: Final = 32
+DEFAULT_STRING_PREFIX_LENGTH: Final = 32
+
+_ASCII_MAX: Final = "\x7f"
+_UNICODE_MAX: Final = "\U0010ffff"  # two UTF-16 code units
+
+
+# --- which columns (§4.3) -----------------------------------------------------------------------
+
+
+class StatKind(enum.Enum):
+    """What a leaf gets: ``NULL_COUNT`` only, or also min/max in the form its type needs."""
+
+    NULL_COUNT = "null_count"  # boolean, binary, array, map, variant
+    INTEGER = "integer"  # byte, short, integer, long
+    FLOAT = "float"  # float, double
+    DECIMAL = "decimal"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+    TIMESTAMP_NTZ = "timestamp_ntz"
+    STRING = "string"
+
+
+_KIND_BY_TYPE: Final[Mapping[str, StatKind]] = {
+    "byte": StatKind.INTEGER,
+    "short": StatKind.INTEGER,
+    "integer": StatKind.INTEGER,
+    "long": StatKind.INTEGER,
+    "float": StatKind.FLOAT,
+    "double": StatKind.FLOAT,
+    "date": StatKind.DATE,
+    "timestamp": StatKind.TIMESTAMP,
+    "timestamp_ntz": StatKind.TIMESTAMP_NTZ,
+    "string": StatKind.STRING,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StatsLeaf:
+    """One column that gets stats: its physical path (outermost name first) and its kind."""
+
+    path: tuple[str, ...]
+    kind: StatKind
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", tuple(self.path))
+        if not self.path:
+            raise ValueError("a stats column path is a non-empty sequence of names")
+
+
+@dataclass(frozen=True, slots=True)
+class StatsSpec:
+    """The columns that get stats, in schema order, and the string prefix length (§4.3, §4.4).
+
+    Invariant: no path repeats or is a prefix of another; ``string_prefix_length >= 0``.
+    """
+
+    leaves: tuple[StatsLeaf, ...]
+    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "leaves", tuple(self.leaves))
+        if self.string_prefix_length < 0:
+            raise ValueError(f"string prefix length {self.string_prefix_length} is negative")
+        paths = {leaf.path for leaf in self.leaves}
+        if len(paths) != len(self.leaves):
+            raise ValueError("a stats column appears twice")
+        inner = {leaf.path[:depth] for leaf in self.leaves for depth in range(1, len(leaf.path))}
+        if paths & inner:
+            raise ValueError(f"stats columns {sorted(paths & inner)} are also structs")
+
+    @property
+    def has_bounds(self) -> bool:
+        """Whether any leaf gets min/max (else ``minValues``/``maxValues`` are not written)."""
+        return any(leaf.kind is not StatKind.NULL_COUNT for leaf in self.leaves)
+
+
+def stats_spec(
+    schema: StructType,
+    *,
+    mode: ColumnMappingMode,
+    partition_columns: Sequence[str] = (),
+    configuration: Mapping[str, str] | None = None,
+) -> StatsSpec:
+    """The stats columns of a table (§4.3): named columns, else the first N leaves.
+
+    Args:
+        schema: the table schema (``metaData.schemaString``, parsed).
+        mode: the table's column mapping mode; paths in the result are physical.
+        partition_columns: ``metaData.partitionColumns`` (logical names); never get stats.
+        configuration: ``metaData.configuration``; reads ``delta.dataSkippingStatsColumns``,
+            ``delta.dataSkippingNumIndexedCols`` and ``delta.dataSkippingStringPrefixLength``.
+
+    Raises:
+        KeyError: a partition column is not a top-level column.
+        ValueError: a property above is malformed, or a field lacks its physical name.
+    """
+    config = configuration or {}
+    if isinstance(partition_columns, str):
+        raise TypeError(f"expected a sequence of column names, got {partition_columns!r}")
+    excluded = {schema.field(c).name for c in partition_columns}
+    leaves = _leaves([f for f in schema.fields if f.name not in excluded], mode, (), ())
+    named = config.get(STATS_COLUMNS_KEY)
+    if named is not None:
+        chosen = _named_leaves(leaves, parse_stats_columns(named))
+    else:
+        count = _int_property(config, NUM_INDEXED_COLS_KEY, DEFAULT_NUM_INDEXED_COLS, -1)
+        chosen = tuple(leaves) if count < 0 else tuple(itertools.islice(leaves, count))
+    prefix = _int_property(config, STRING_PREFIX_LENGTH_KEY, DEFAULT_STRING_PREFIX_LENGTH, 0)
+    return StatsSpec(tuple(leaf for _, leaf in chosen), prefix)
+
+
+_LogicalLeaf = tuple[tuple[str, ...], StatsLeaf]  # (lower-cased logical path, leaf)
+
+
+def _leaves(
+    fields: Sequence[StructField],
+    mode: ColumnMappingMode,
+    logical: tuple[str, ...],
+    physical: tuple[str, ...],
+) -> Iterator[_LogicalLeaf]:
+    """Every leaf below ``fields``, depth first: structs are walked, anything else is a leaf."""
+    for f in fields:
+        lpath, ppath = (*logical, f.name.lower()), (*physical, physical_name(f, mode))
+        if isinstance(f.type, StructType):
+            yield from _leaves(f.type.fields, mode, lpath, ppath)
+        else:
+            yield lpath, StatsLeaf(ppath, _kind(f.type))
+
+
+def _kind(dtype: DataType) -> StatKind:
+    if isinstance(dtype, DecimalType):
+        return StatKind.DECIMAL
+    if isinstance(dtype, PrimitiveType):
+        return _KIND_BY_TYPE.get(dtype.name, StatKind.NULL_COUNT)
+    return StatKind.NULL_COUNT  # arrays and maps: whole-column nullCount only
+
+
+def _named_leaves(
+    leaves: Iterator[_LogicalLeaf], names: Sequence[tuple[str, ...]]
+) -> tuple[_LogicalLeaf, ...]:
+    """The leaves named in ``delta.dataSkippingStatsColumns``, or below a named struct."""
+    wanted = {tuple(part.lower() for part in name) for name in names}
+    return tuple(
+        (lpath, leaf)
+        for lpath, leaf in leaves
+        if any(lpath[:depth] in wanted for depth in range(1, len(lpath) + 1))
+    )
+
+
+def _int_property(config: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    raw = config.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{key} is {raw!r}; expected an integer") from None
+    if value < minimum:
+        raise ValueError(f"{key} is {value}; expected an integer >= {minimum}")
+    return value
+
+
+_IDENTIFIER: Final = re.compile(r"\s*(?:`((?:[^`]|``)*)`|([^\s`.,]+))\s*")
+
+
+def parse_stats_columns(text: str) -> tuple[tuple[str, ...], ...]:
+    """Parse ``delta.dataSkippingStatsColumns``: ``a, b.c, `d.e`.f`` into name paths.
+
+    Spark's ``multipartIdentifierList``: commas between columns, dots between nesting levels,
+    backticks quote a name (a doubled backtick is a literal one). Blank text means no columns.
+
+    Raises:
+        ValueError: the text does not parse (the message gives the offset).
+    """
+    if not text.strip():
+        return ()
+    columns: list[tuple[str, ...]] = []
+    parts: list[str] = []
+    pos = 0
+    while True:
+        match = _IDENTIFIER.match(text, pos)
+        if match is None:
+            raise ValueError(f"{STATS_COLUMNS_KEY}: expected a column name at offset {pos}")
+        quoted, bare = match.group(1, 2)
+        parts.append(quoted.replace("``", "`") if quoted is not None else bare)
+        pos = match.end()
+        separator = text[pos : pos + 1]
+        if separator == ".":
+            pos += 1
+            continue
+        columns.append(tuple(parts))
+        parts = []
+        if not separator:
+            return tuple(columns)
+        if separator != ",":
+            raise ValueError(f"{STATS_COLUMNS_KEY}: unexpected {separator!r} at offset {pos}")
+        pos += 1
+
+
+# --- string truncation (§4.4) -------------------------------------------------------------------
+
+
+def truncate_min_string(value: str, prefix_length: int) -> str:
+    """A lower bound for ``value``: its first ``prefix_length`` code points (§4.4).
+
+    Spark SQL ``substring`` counts code points, so a surrogate pair is never split.
+    """
+    return value[:prefix_length]
+
+
+def truncate_max_string(value: str, prefix_length: int) -> str | None:
+    """An upper bound for ``value`` of about ``prefix_length`` characters, or None (§4.4).
+
+    Spark's ``truncateMaxStringAgg``, which counts UTF-16 code units: a value of at most
+    ``prefix_length`` units is kept whole. Otherwise take the first ``prefix_length`` units (one
+    more rather than split a surrogate pair), extend past any U+10FFFF that follows, and append
+    U+007F if the next character is below it, else U+10FFFF. If the prefix would pass
+    ``2 * prefix_length`` units, give up: None means "no max".
+    """
+    if _utf16_length(value) <= prefix_length:
+        return value
+    if prefix_length <= 0:
+        return None
+    index, units = _prefix_within(value, prefix_length)
+    while units <= 2 * prefix_length:
+        if index >= len(value):
+            return value
+        char = value[index]
+        if char == _UNICODE_MAX:
+            index, units = index + 1, units + 2
+            continue
+        return value[:index] + (_ASCII_MAX if char < _ASCII_MAX else _UNICODE_MAX)
+    return None
+
+
+def _utf16_length(value: str) -> int:
+    return len(value.encode("utf-16-le")) // 2
+
+
+def _prefix_within(value: str, units: int) -> tuple[int, int]:
+    """Code points and UTF-16 units of the shortest prefix with at least ``units`` units."""
+    index = taken = 0
+    while taken < units:
+        taken += 2 if ord(value[index]) > 0xFFFF else 1
+        index += 1
+    return index, taken
+
+
+# --- accumulating (§4.2) ------------------------------------------------------------------------
+
+_MS_FROM_UNIT: Final[Mapping[str, Callable[[int], int]]] = {
+    "s": lambda v: v * 1000,
+    "ms": lambda v: v,
+    "us": lambda v: v // 1000,  # Python's // floors, also below zero
+    "ns": lambda v: v // 1_000_000,
+}
+
+
+def _epoch_ms(scalar: Any) -> int:
+    """A timestamp scalar as milliseconds since the epoch, floored (§4.5)."""
+    return _MS_FROM_UNIT[scalar.type.unit](int(scalar.value))
+
+
+_VALUE: Final[Mapping[StatKind, Callable[[Any], Any]]] = {
+    StatKind.INTEGER: lambda s: int(s.as_py()),
+    StatKind.DECIMAL: lambda s: s.as_py(),
+    StatKind.STRING: lambda s: s.as_py(),
+    StatKind.DATE: lambda s: int(s.value),  # days since the epoch
+    StatKind.TIMESTAMP: _epoch_ms,
+    StatKind.TIMESTAMP_NTZ: _epoch_ms,
+}
+
+
+def _is_float(t: Any) -> bool:
+    return bool(pa.types.is_float32(t) or pa.types.is_float64(t))
+
+
+def _is_string(t: Any) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+_ARROW_TYPE_OK: Final[Mapping[StatKind, Callable[[Any], bool]]] = {
+    StatKind.NULL_COUNT: lambda t: True,
+    StatKind.INTEGER: pa.types.is_integer,
+    StatKind.FLOAT: _is_float,
+    StatKind.DECIMAL: pa.types.is_decimal,
+    StatKind.DATE: pa.types.is_date32,
+    StatKind.TIMESTAMP: pa.types.is_timestamp,
+    StatKind.TIMESTAMP_NTZ: pa.types.is_timestamp,
+    StatKind.STRING: _is_string,
+}
+
+
+class _LeafState:
+    """Running stats of one leaf: null count, min and max (None until a value is seen)."""
+
+    __slots__ = ("high", "low", "nan", "null_count")
+
+    def __init__(self) -> None:
+        self.null_count = 0
+        self.low: Any = None
+        self.high: Any = None
+        self.nan = False  # a float column held a NaN: no max (Spark orders NaN above all)
+
+    def merge(self, low: Any, high: Any) -> None:
+        if self.low is None or low < self.low:
+            self.low = low
+        if self.high is None or high > self.high:
+            self.high = high
+
+
+class StatsAccumulator:
+    """Stats of one output file, fed its record batches in any number of ``update`` calls.
+
+    Memory is a running min, max and null count per stats column; each ``update`` does one
+    vectorised ``min_max`` per column. ``finish`` may be called more than once.
+    """
+
+    __slots__ = ("_index_paths", "_num_records", "_schema", "_spec", "_states")
+
+    def __init__(self, spec: StatsSpec) -> None:
+        self._spec = spec
+        self._num_records = 0
+        self._states = tuple(_LeafState() for _ in spec.leaves)
+        self._schema: Any = None
+        self._index_paths: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def num_records(self) -> int:
+        """Rows seen so far (the file's ``numRecords``)."""
+        return self._num_records
+
+    def update(self, batch: Any) -> None:
+        """Add a ``pa.RecordBatch`` (or ``pa.Table``) with the table's physical Arrow schema.
+
+        Raises:
+            ValueError: a stats column is missing, ambiguous, or of the wrong Arrow type.
+        """
+        index_paths = self._resolve(batch.schema)
+        if batch.num_rows == 0:
+            return
+        self._num_records += batch.num_rows
+        arrays: dict[tuple[int, ...], Any] = {}
+        leaves = zip(self._spec.leaves, self._states, index_paths, strict=True)
+        for leaf, state, index_path in leaves:
+            _observe(leaf.kind, state, _column(batch, index_path, arrays))
+
+    def finish(self, *, tight_bounds: bool | None) -> str:
+        """The ``add.stats`` JSON text (§4.1).
+
+        Args:
+            tight_bounds: the ``tightBounds`` value, or None to leave the key out (write it only
+                when the table supports deletion vectors; §0 item 7).
+        """
+        doc: dict[str, Any] = {"numRecords": self._num_records}
+        mins: dict[str, Any] = {}
+        maxs: dict[str, Any] = {}
+        nulls: dict[str, Any] = {}
+        prefix = self._spec.string_prefix_length
+        for leaf, state in zip(self._spec.leaves, self._states, strict=True):
+            _put(nulls, leaf.path, state.null_count)
+            low, high = _bounds(leaf.kind, state, prefix)
+            if low is not None:
+                _put(mins, leaf.path, low)
+            if high is not None:
+                _put(maxs, leaf.path, high)
+        if self._spec.has_bounds:
+            doc["minValues"] = mins
+            doc["maxValues"] = maxs
+        if self._spec.leaves:
+            doc["nullCount"] = nulls
+        if tight_bounds is not None:
+            doc["tightBounds"] = tight_bounds
+        return _json(doc)
+
+    def _resolve(self, schema: Any) -> tuple[tuple[int, ...], ...]:
+        """Field indices of every leaf in ``schema``; cached while the schema stays the same."""
+        if self._schema is None or not schema.equals(self._schema):
+            self._index_paths = tuple(_index_path(schema, leaf) for leaf in self._spec.leaves)
+            self._schema = schema
+        return self._index_paths
+
+
+def _index_path(schema: Any, leaf: StatsLeaf) -> tuple[int, ...]:
+    """Where ``leaf`` is in an Arrow schema, as one field index per level."""
+    indices: list[int] = []
+    container, arrow_type = schema, None
+    for depth, name in enumerate(leaf.path):
+        where = ".".join(leaf.path[: depth + 1])
+        if depth and not pa.types.is_struct(arrow_type):
+            raise ValueError(f"batch column {where!r}: parent is {arrow_type}, not a struct")
+        index = container.get_field_index(name)
+        if index < 0:
+            raise ValueError(f"batch has no single column {where!r}")
+        indices.append(index)
+        container = arrow_type = container.field(index).type
+    if not _ARROW_TYPE_OK[leaf.kind](arrow_type):
+        raise ValueError(f"batch column {where!r} is {arrow_type}; stats expect {leaf.kind.value}")
+    return tuple(indices)
+
+
+def _column(batch: Any, index_path: tuple[int, ...], arrays: dict[tuple[int, ...], Any]) -> Any:
+    """The leaf array, parents' validity folded in (``pc.struct_field``); memoised per batch."""
+    array = arrays.get(index_path)
+    if array is None:
+        if len(index_path) == 1:
+            array = batch.column(index_path[0])
+        else:
+            array = pc.struct_field(_column(batch, index_path[:-1], arrays), [index_path[-1]])
+        arrays[index_path] = array
+    return array
+
+
+def _observe(kind: StatKind, state: _LeafState, array: Any) -> None:
+    """Fold one batch's column into ``state``."""
+    nulls = array.null_count
+    state.null_count += nulls
+    if kind is StatKind.NULL_COUNT or nulls == len(array):
+        return
+    extremes = pc.min_max(array)
+    if kind is StatKind.FLOAT:
+        _observe_float(state, array, extremes)
+    else:
+        value = _VALUE[kind]
+        state.merge(value(extremes["min"]), value(extremes["max"]))
+
+
+def _observe_float(state: _LeafState, array: Any, extremes: Any) -> None:
+    """``min_max`` skips NaN unless every value is NaN; remember whether any NaN was seen."""
+    if not state.nan:
+        state.nan = bool(pc.any(pc.is_nan(array)).as_py())
+    low, high = float(extremes["min"].as_py()), float(extremes["max"].as_py())
+    if not math.isnan(low):
+        state.merge(low, high)
+
+
+# --- writing (§4.1, §4.5) -----------------------------------------------------------------------
+
+_EPOCH: Final = datetime(1970, 1, 1)
+_EPOCH_DATE: Final = date(1970, 1, 1)
+
+
+def _bounds(kind: StatKind, state: _LeafState, prefix: int) -> tuple[Any, Any]:
+    """The (min, max) JSON values of a leaf; None where that bound is not written."""
+    low, high = state.low, state.high
+    if kind is StatKind.NULL_COUNT or low is None:
+        return None, None
+    match kind:
+        case StatKind.FLOAT:
+            low = -0.0 if low == 0 else low  # widest zero for total-order readers
+            high = 0.0 if high == 0 else high
+            return (
+                low if math.isfinite(low) else None,
+                high if math.isfinite(high) and not state.nan else None,
+            )
+        case StatKind.STRING:
+            return truncate_min_string(low, prefix), truncate_max_string(high, prefix)
+        case StatKind.DATE:
+            return _format_date(low), _format_date(high)
+        case StatKind.TIMESTAMP:
+            return _format_timestamp(low, "Z"), _format_timestamp(high, "Z")
+        case StatKind.TIMESTAMP_NTZ:
+            return _format_timestamp(low, ""), _format_timestamp(high, "")
+        case _:
+            return low, high
+
+
+def _format_date(days: int) -> str | None:
+    try:
+        day = _EPOCH_DATE + timedelta(days=days)
+    except OverflowError:
+        return None
+    return f"{day.year:04d}-{day.month:02d}-{day.day:02d}"
+
+
+def _format_timestamp(ms: int, suffix: str) -> str | None:
+    try:
+        t = _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+    return (
+        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+        f".{t.microsecond // 1000:03d}{suffix}"
+    )
+
+
+def _put(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = tree
+    for name in path[:-1]:
+        node = node.setdefault(name, {})
+    node[path[-1]] = value
+
+
+def _json(value: Any) -> str:
+    """Compact JSON; decimals as exact numbers (``json`` would refuse them)."""
+    if isinstance(value, dict):
+        members = ",".join(f"{_json(k)}:{_json(v)}" for k, v in value.items())
+        return "{" + members + "}"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)

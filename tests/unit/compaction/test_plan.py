@@ -1,0 +1,621 @@
+"""The compaction policy and the planner: candidates, packing, filters, no re-compaction (§7)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlcd.compaction.plan import Bin, plan_bins
+from rlcd.compaction.policy import (
+    MIB,
+    CompactionPolicy,
+    PartitionClause,
+    PartitionFilter,
+    effective_policy,
+    parse_byte_size,
+)
+from rlcd.delta.actions import AddFile, Metadata, Protocol
+from rlcd.delta.dv import DeletionVectorDescriptor
+from rlcd.delta.protocol import TableConfig
+from rlcd.delta.replay import Snapshot, canonical_path
+from rlcd.errors import (
+    ConfigError,
+    CorruptLogError,
+    InternalError,
+    TableError,
+    UnsupportedFeatureError,
+)
+
+# --- literals ------------------------------------------------------------------------------------
+
+PLAIN = Protocol(min_reader_version=1, min_writer_version=2)
+SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
+
+
+def metadata(
+    partition_columns: Sequence[str] = ("p",),
+    configuration: Mapping[str, str] | None = None,
+    schema: str = SCHEMA,
+) -> Metadata:
+    return Metadata(
+        id="t",
+        schema_string=schema,
+        partition_columns=tuple(partition_columns),
+        configuration=dict(configuration or {}),
+    )
+
+
+def add(
+    path: str,
+    size: int,
+    p: str | None = "a",
+    *,
+    records: int | None = None,
+    deleted: int = 0,
+    dv_id: str = "x",
+    clustered: bool = False,
+    values: Mapping[str, str | None] | None = None,
+) -> AddFile:
+    """A live file; ``records`` is stats.numRecords, ``deleted`` its DV cardinality."""
+    dv = None
+    if deleted:
+        dv = DeletionVectorDescriptor(
+            storage_type="i", path_or_inline_dv=dv_id, size_in_bytes=1, cardinality=deleted
+        )
+    return AddFile(
+        path=path,
+        partition_values=dict(values) if values is not None else {"p": p},
+        size=size,
+        stats=json.dumps({"numRecords": records}) if records is not None else None,
+        deletion_vector=dv,
+        clustering_provider="liquid" if clustered else None,
+    )
+
+
+def table(
+    files: Sequence[AddFile], meta: Metadata | None = None, protocol: Protocol = PLAIN
+) -> tuple[Snapshot, TableConfig]:
+    meta = meta or metadata()
+    snapshot = Snapshot(
+        table="t",
+        version=3,
+        protocol=protocol,
+        metadata=meta,
+        files={canonical_path(f.path): f for f in files},
+    )
+    return snapshot, TableConfig("t", protocol, meta)
+
+
+def plan(files: Sequence[AddFile], policy: CompactionPolicy, **kw: object) -> list[Bin]:
+    return plan_bins(*table(files, **kw), policy)  # type: ignore[arg-type]
+
+
+def paths(bins: Sequence[Bin]) -> list[list[str]]:
+    return [[s.path for s in b.sources] for b in bins]
+
+
+P100 = CompactionPolicy(target_file_size=100)  # small files: under 50 bytes
+
+
+# --- policy --------------------------------------------------------------------------------------
+
+
+def test_policy_defaults() -> None:
+    """128 MiB target, small under half of it, 5% deleted rows, zstd, unlimited bins."""
+    policy = CompactionPolicy()
+    assert policy.target_file_size == 128 * MIB
+    assert policy.small_file_threshold == 64 * MIB
+    assert policy.max_deleted_rows_ratio == 0.05
+    assert (policy.codec, policy.max_bins, policy.partition_filter) == ("zstd", None, None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"target_file_size": 0}, "target_file_size must be an integer >= 1"),
+        ({"target_file_size": True}, "target_file_size must be an integer >= 1"),
+        ({"target_file_size": 1.5}, "target_file_size must be an integer >= 1"),
+        ({"min_file_size": -1}, "min_file_size must be an integer >= 0"),
+        ({"target_file_size": 100, "min_file_size": 51}, "must be at most half"),
+        ({"max_deleted_rows_ratio": -0.1}, "max_deleted_rows_ratio must be a number in"),
+        ({"max_deleted_rows_ratio": 1.5}, "max_deleted_rows_ratio must be a number in"),
+        ({"max_deleted_rows_ratio": float("nan")}, "max_deleted_rows_ratio"),
+        ({"max_deleted_rows_ratio": True}, "max_deleted_rows_ratio"),
+        ({"max_bins": 0}, "max_bins must be an integer >= 1"),
+        ({"codec": "lz4"}, "codec must be one of gzip, none, snappy, zstd"),
+        ({"row_group_rows": 0}, "row_group_rows must be an integer >= 1"),
+    ],
+)
+def test_policy_validation_names_the_field(fields: dict[str, object], message: str) -> None:
+    """Each invalid setting is a ConfigError naming the setting."""
+    with pytest.raises(ConfigError, match=message):
+        CompactionPolicy(**fields)  # type: ignore[arg-type]
+
+
+def test_explicit_min_file_size_is_kept() -> None:
+    """An explicit minimum wins over the derived half, up to exactly half the target."""
+    assert CompactionPolicy(target_file_size=100, min_file_size=50).small_file_threshold == 50
+    assert CompactionPolicy(target_file_size=100, min_file_size=0).small_file_threshold == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("134217728", 134217728),
+        ("128mb", 128 * MIB),
+        (" 128MB ", 128 * MIB),
+        ("128m", 128 * MIB),
+        ("128MiB", 128 * MIB),
+        ("1g", 1024 * MIB),
+        ("64k", 64 * 1024),
+        ("10b", 10),
+        ("1t", 1024**4),
+    ],
+)
+def test_byte_sizes(text: str, size: int) -> None:
+    """Plain bytes and Spark's binary units, in any case, parse."""
+    assert parse_byte_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "mb", "1.5mb", "-1", "+1", "12x", "0", "128 mb", "9" * 20])
+def test_bad_byte_sizes(text: str) -> None:
+    """Fractions, signs, unknown units, zero and overflow are errors naming the text."""
+    with pytest.raises(ValueError, match=r"is not a byte size|out of range"):
+        parse_byte_size(text)
+
+
+def config_with(properties: Mapping[str, str]) -> TableConfig:
+    return TableConfig("t", PLAIN, metadata(configuration=properties))
+
+
+def test_table_target_file_size_overrides_the_target() -> None:
+    """delta.targetFileSize sets the target; a derived minimum follows it, an explicit one stays."""
+    config = config_with({"delta.targetFileSize": "32mb"})
+    derived = effective_policy(CompactionPolicy(), config)
+    assert (derived.target_file_size, derived.small_file_threshold) == (32 * MIB, 16 * MIB)
+    explicit = effective_policy(CompactionPolicy(min_file_size=MIB), config)
+    assert (explicit.target_file_size, explicit.small_file_threshold) == (32 * MIB, MIB)
+    assert effective_policy(derived, config) == derived
+    assert effective_policy(explicit, config_with({})) is explicit
+
+
+def test_bad_table_target_file_size_names_the_property() -> None:
+    """A property that is not a size is a TableError naming the property and the table."""
+    with pytest.raises(TableError, match=r"delta\.targetFileSize: '1\.5gb' is not a byte size"):
+        effective_policy(CompactionPolicy(), config_with({"delta.targetFileSize": "1.5gb"}))
+
+
+def test_table_target_below_twice_explicit_minimum_is_a_config_error() -> None:
+    """An explicit minimum over half the table's target is a conflict, named as such."""
+    config = config_with({"delta.targetFileSize": "64mb"})
+    with pytest.raises(ConfigError, match=r"table t: with its delta\.targetFileSize = '64mb'"):
+        effective_policy(CompactionPolicy(min_file_size=40 * MIB), config)
+
+
+# --- partition filters ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "clauses"),
+    [
+        ("p = a", [PartitionClause("p", frozenset({"a"}))]),
+        ("p='2024-01-01 10:00:00'", [PartitionClause("p", frozenset({"2024-01-01 10:00:00"}))]),
+        ("date=2024-01-01", [PartitionClause("date", frozenset({"2024-01-01"}))]),
+        ("p in ('a', 'b',c)", [PartitionClause("p", frozenset({"a", "b", "c"}))]),
+        ("p IS NULL", [PartitionClause("p", frozenset({None}))]),
+        ("p is not null", [PartitionClause("p", frozenset({None}), negated=True)]),
+        ("`my col` = 'it''s'", [PartitionClause("my col", frozenset({"it's"}))]),
+        ("`a``b` = x", [PartitionClause("a`b", frozenset({"x"}))]),
+        ("p = 'AND'", [PartitionClause("p", frozenset({"AND"}))]),
+        (
+            "a = 1 AND b IN (2) and c IS NULL",
+            [
+                PartitionClause("a", frozenset({"1"})),
+                PartitionClause("b", frozenset({"2"})),
+                PartitionClause("c", frozenset({None})),
+            ],
+        ),
+    ],
+)
+def test_filter_parses(text: str, clauses: list[PartitionClause]) -> None:
+    """=, IN, IS [NOT] NULL and AND parse; keywords ignore case; quotes escape by doubling."""
+    assert PartitionFilter.parse(text) == PartitionFilter(text, tuple(clauses))
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "expected a column name, found nothing at the end"),
+        ("   ", "expected a column name, found nothing at the end"),
+        ("p", "expected =, IN or IS after 'p', found nothing at the end"),
+        ("p = ", "expected a value, found nothing at the end"),
+        ("p == a", "expected a value, found '=' at character 4"),
+        ("p = a b = c", "expected AND, found 'b' at character 7"),
+        ("p = a OR b = c", "expected AND, found 'OR'"),
+        ("p IN ('a' 'b')", "expected \\), found 'b'"),
+        ("p IN ()", "expected a value, found '\\)'"),
+        ("p IN 'a'", "expected \\(, found 'a'"),
+        ("p IS a", "expected NULL, found 'a'"),
+        ("p = ''", "use IS NULL"),
+        ("p = NULL", "NULL is not a value; use IS NULL"),
+        ("p = 'a", 'unexpected "\'" at character 5'),
+        ("p > 3", "unexpected '>' at character 3"),
+        ("AND = 3", "expected a column name, found 'AND'"),
+        ("p = a AND", "expected a column name, found nothing at the end"),
+        ("`` = a", "unexpected '`'"),
+    ],
+)
+def test_filter_errors_name_the_text(text: str, problem: str) -> None:
+    """Parse errors are ConfigErrors that quote the filter and say what is wrong where."""
+    with pytest.raises(ConfigError, match=problem) as info:
+        PartitionFilter.parse(text)
+    assert str(info.value).startswith(f"partition filter {text!r}: ")
+
+
+def test_filter_matches_raw_values() -> None:
+    """Values compare to raw strings; null is None or ''; a missing key reads as null."""
+    matches = PartitionFilter.parse("p IN ('1', x) AND q IS NULL").bind({"p": "p", "q": "q"})
+    assert matches({"p": "1", "q": None})
+    assert matches({"p": "x", "q": ""})
+    assert matches({"p": "x"})
+    assert not matches({"p": "01", "q": None})
+    assert not matches({"p": "1", "q": "z"})
+    not_null = PartitionFilter.parse("p IS NOT NULL").bind({"p": "p"})
+    assert not_null({"p": "a"})
+    assert not not_null({"p": ""})
+    assert not not_null({"p": None})
+
+
+def test_filter_binds_logical_names_to_physical_keys() -> None:
+    """Logical names map to physical keys, ignoring case; unknown columns are ConfigErrors."""
+    matches = PartitionFilter.parse("REGION = eu").bind({"Region": "col-1a2b"})
+    assert matches({"col-1a2b": "eu"})
+    assert not matches({"Region": "eu"})
+    with pytest.raises(ConfigError, match="names 'q', which is not a partition column"):
+        PartitionFilter.parse("q = 1").bind({"p": "p"})
+    with pytest.raises(ConfigError, match=r"\(partition columns: none\)"):
+        PartitionFilter.parse("q = 1").bind({})
+
+
+# --- candidates and packing ----------------------------------------------------------------------
+
+
+def test_small_files_pack_next_fit_in_log_order() -> None:
+    """Small files fill a bin up to the target; a lone leftover is not a bin."""
+    files = [add(f"f{i}", 30) for i in range(4)] + [add("big", 60)]
+    bins = plan(files, P100)
+    assert paths(bins) == [["f0", "f1", "f2"]]
+    assert bins[0].estimated_bytes == 90
+    assert not bins[0].purges_dvs
+    assert dict(bins[0].partition_values) == {"p": "a"}
+
+
+def test_bins_close_when_the_next_file_does_not_fit() -> None:
+    """A bin is closed before the file that would take it over the target."""
+    files = [add("a", 40), add("b", 40), add("c", 30), add("d", 45), add("e", 1)]
+    assert paths(plan(files, P100)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_deleted_fraction_over_the_ratio_purges_even_alone() -> None:
+    """A big file over 5% deleted is a one-file bin; at or under 5% it is left alone."""
+    files = [
+        add("heavy", 80, records=100, deleted=6),
+        add("exactly", 80, records=100, deleted=5),
+        add("clean", 80, records=100),
+    ]
+    bins = plan(files, P100)
+    assert paths(bins) == [["heavy"]]
+    assert bins[0].purges_dvs
+    assert bins[0].estimated_bytes == 75  # 80 * 94 / 100, rounded down
+    assert not bins[0].needs_footer_counts
+
+
+def test_a_dv_without_num_records_is_purged_and_flagged() -> None:
+    """Spark selects a DV file without numRecords; the bin says to read the footer counts."""
+    bins = plan([add("dv", 80, deleted=3)], P100)
+    assert paths(bins) == [["dv"]]
+    assert bins[0].purges_dvs
+    assert bins[0].needs_footer_counts
+    assert bins[0].estimated_bytes == 80
+
+
+def test_small_file_without_stats_needs_footer_counts() -> None:
+    """Any source without numRecords makes the capture guard read the footer (design §2)."""
+    bins = plan([add("a", 10, records=5), add("b", 10)], P100)
+    assert paths(bins) == [["a", "b"]]
+    assert bins[0].needs_footer_counts
+    assert not bins[0].purges_dvs
+
+
+def test_live_bytes_decide_the_packing() -> None:
+    """Files weigh size * live / physical, so half-deleted files pack twice as densely."""
+    files = [add(f"f{i}", 40, records=10, deleted=5, dv_id=f"d{i}") for i in range(5)]
+    bins = plan(files, P100)
+    assert paths(bins) == [["f0", "f1", "f2", "f3", "f4"]]
+    assert bins[0].estimated_bytes == 100
+
+
+def test_big_purge_candidates_do_not_split_the_small_files() -> None:
+    """A purge candidate over target - min is rewritten alone, out of the small-file sequence."""
+    files = [add("s1", 20), add("heavy", 95, records=10, deleted=1), add("s2", 20)]
+    assert paths(plan(files, P100)) == [["s1", "s2"], ["heavy"]]
+
+
+def test_clustered_files_are_never_candidates() -> None:
+    """Files with a clusteringProvider belong to the clustering implementation (§5.3)."""
+    files = [add("c1", 10, clustered=True), add("c2", 10, clustered=True), add("s", 10)]
+    files.append(add("c3", 90, records=10, deleted=9, clustered=True))
+    assert plan(files, P100) == []
+
+
+def test_partitions_group_by_exact_raw_values() -> None:
+    """'1' and '01', null and '' are different partitions; each bin copies its raw map."""
+    files = [
+        add("one-a", 10, "1"),
+        add("zero-one-a", 10, "01"),
+        add("one-b", 10, "1"),
+        add("zero-one-b", 10, "01"),
+        add("null-a", 10, None),
+        add("empty-a", 10, ""),
+        add("null-b", 10, None),
+        add("empty-b", 10, ""),
+    ]
+    bins = plan(files, P100)
+    assert paths(bins) == [
+        ["one-a", "one-b"],
+        ["zero-one-a", "zero-one-b"],
+        ["null-a", "null-b"],
+        ["empty-a", "empty-b"],
+    ]
+    assert [dict(b.partition_values) for b in bins] == [
+        {"p": "1"},
+        {"p": "01"},
+        {"p": None},
+        {"p": ""},
+    ]
+
+
+def test_partition_maps_equal_up_to_key_order_group_together() -> None:
+    """The raw map is compared as a map: JSON key order is not part of the value."""
+    meta = metadata(("p", "q"))
+    files = [add("a", 10, values={"p": "1", "q": "2"}), add("b", 10, values={"q": "2", "p": "1"})]
+    assert paths(plan(files, P100, meta=meta)) == [["a", "b"]]
+
+
+def test_bins_come_out_oldest_first_and_max_bins_keeps_the_oldest() -> None:
+    """Bins are ordered by their first source's log position; max_bins cuts the newest."""
+    files = [
+        add("b1", 10, "b"),
+        add("a1", 10, "a"),
+        add("a2", 10, "a"),
+        add("b2", 10, "b"),
+        add("c1", 10, "c"),
+        add("c2", 10, "c"),
+    ]
+    assert paths(plan(files, P100)) == [["b1", "b2"], ["a1", "a2"], ["c1", "c2"]]
+    assert paths(plan(files, replace(P100, max_bins=2))) == [["b1", "b2"], ["a1", "a2"]]
+
+
+def test_partition_filter_selects_files() -> None:
+    """Only files whose partition values pass the filter are candidates."""
+    files = [add(f"{p}{i}", 10, p) for p in ("a", "b", "c") for i in range(2)]
+    files += [add("n1", 10, None), add("n2", 10, "")]
+    policy = replace(P100, partition_filter=PartitionFilter.parse("p IN (a, c)"))
+    assert paths(plan(files, policy)) == [["a0", "a1"], ["c0", "c1"]]
+    nulls = replace(P100, partition_filter=PartitionFilter.parse("P is null"))
+    assert paths(plan(files, nulls)) == []  # null and '' are different raw partitions
+
+
+def test_partition_filter_uses_physical_names_under_column_mapping() -> None:
+    """With column mapping the filter's logical name finds the physical partitionValues key."""
+    schema = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {
+                    "name": "Region",
+                    "type": "string",
+                    "nullable": True,
+                    "metadata": {
+                        "delta.columnMapping.id": 1,
+                        "delta.columnMapping.physicalName": "col-5f2e",
+                    },
+                }
+            ],
+        }
+    )
+    meta = metadata(("Region",), {"delta.columnMapping.mode": "name"}, schema)
+    protocol = Protocol(min_reader_version=2, min_writer_version=5)
+    files = [add(f"{v}{i}", 10, values={"col-5f2e": v}) for v in ("eu", "us") for i in range(2)]
+    policy = replace(P100, partition_filter=PartitionFilter.parse("region = eu"))
+    assert paths(plan(files, policy, meta=meta, protocol=protocol)) == [["eu0", "eu1"]]
+    broken = metadata(("Region",), {"delta.columnMapping.mode": "name"}, SCHEMA)
+    with pytest.raises(CorruptLogError, match="cannot map partition columns"):
+        plan(files, policy, meta=broken, protocol=protocol)
+
+
+def test_filter_on_a_non_partition_column_names_the_table() -> None:
+    """A filter column the table does not partition by is a ConfigError naming the table."""
+    policy = replace(P100, partition_filter=PartitionFilter.parse("id = 1"))
+    with pytest.raises(ConfigError, match="table t: partition filter 'id = 1' names 'id'"):
+        plan([add("a", 10)], policy)
+
+
+def test_table_target_file_size_applies() -> None:
+    """The table's delta.targetFileSize packs the bins (and moves the small-file threshold)."""
+    meta = metadata(configuration={"delta.targetFileSize": "60"})
+    files = [add(f"f{i}", 20) for i in range(4)]
+    assert paths(plan(files, P100, meta=meta)) == [["f0", "f1", "f2"]]
+
+
+def test_tables_rlcd_cannot_write_are_refused() -> None:
+    """Planning goes through the protocol gate, which names the features."""
+    protocol = Protocol(min_reader_version=1, min_writer_version=7, writer_features=("clustering",))
+    with pytest.raises(UnsupportedFeatureError, match="clustering"):
+        plan([add("a", 10), add("b", 10)], P100, protocol=protocol)
+
+
+def test_config_of_another_snapshot_is_a_bug() -> None:
+    """Planning with a TableConfig that is not the snapshot's is an InternalError."""
+    snapshot, _ = table([add("a", 10)])
+    with pytest.raises(InternalError, match="does not match snapshot version 3"):
+        plan_bins(snapshot, config_with({"x": "y"}), P100)
+
+
+def test_bin_ids_are_stable_and_keyed_by_path_and_dv() -> None:
+    """The id depends only on the sources' (path, DV id) keys, in order."""
+    first = plan([add("a", 10), add("b", 10, records=9, deleted=1, dv_id="d1")], P100)[0]
+    again = plan([add("a", 10), add("b", 10, records=9, deleted=1, dv_id="d1")], P100)[0]
+    other_dv = plan([add("a", 10), add("b", 10, records=9, deleted=1, dv_id="d2")], P100)[0]
+    assert first.bin_id == again.bin_id
+    assert first.bin_id != other_dv.bin_id
+    assert len(first.bin_id) == 16
+    assert int(first.bin_id, 16) >= 0
+
+
+def test_bin_checks_its_invariants() -> None:
+    """A bin is one partition, distinct sources, two or more unless it purges a DV."""
+    a, b = add("a", 10), add("b", 10, "other")
+    with pytest.raises(InternalError, match="at least one source"):
+        Bin({}, (), 0, purges_dvs=True, needs_footer_counts=False)
+    with pytest.raises(InternalError, match="must purge"):
+        Bin({"p": "a"}, (a,), 10, purges_dvs=False, needs_footer_counts=True)
+    with pytest.raises(InternalError, match="twice"):
+        Bin({"p": "a"}, (a, a), 20, purges_dvs=False, needs_footer_counts=True)
+    with pytest.raises(InternalError, match="mixes raw partition values"):
+        Bin({"p": "a"}, (a, b), 20, purges_dvs=False, needs_footer_counts=True)
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+
+@st.composite
+def files_strategy(draw: st.DrawFn) -> list[AddFile]:
+    """Random files over a few raw partition values, with and without stats and DVs."""
+    files = []
+    for i in range(draw(st.integers(0, 25))):
+        records = draw(st.none() | st.integers(0, 40))
+        deleted = draw(st.integers(0, records if records is not None else 5))
+        files.append(
+            add(
+                f"f{i}",
+                draw(st.integers(0, 250)),
+                draw(st.sampled_from(["a", "b", "1", "01", None, ""])),
+                records=records,
+                deleted=deleted,
+                dv_id=f"dv{i}",
+                clustered=draw(st.integers(0, 9)) == 0,
+            )
+        )
+    return files
+
+
+FILTERS = (None, PartitionFilter.parse("p IN (a, '01')"), PartitionFilter.parse("p IS NOT NULL"))
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> CompactionPolicy:
+    target = draw(st.integers(1, 300))
+    return CompactionPolicy(
+        target_file_size=target,
+        min_file_size=draw(st.none() | st.integers(0, target // 2)),
+        max_deleted_rows_ratio=draw(st.sampled_from([0.0, 0.05, 0.3, 1.0])),
+        partition_filter=draw(st.sampled_from(FILTERS)),
+    )
+
+
+def is_purge_candidate(f: AddFile, policy: CompactionPolicy) -> bool:
+    if not f.deleted_rows:
+        return False
+    if not f.num_records:
+        return True
+    return f.deleted_rows / f.num_records > policy.max_deleted_rows_ratio
+
+
+def compact(files: Sequence[AddFile], bins: Sequence[Bin], run: int) -> list[AddFile]:
+    """Simulate the compaction: each bin's sources become one DV-free file of its live bytes."""
+    removed = {s.path for b in bins for s in b.sources}
+    outputs = [
+        AddFile(
+            path=f"out{run}-{i}",
+            partition_values=dict(b.partition_values),
+            size=b.estimated_bytes,
+            stats=json.dumps({"numRecords": b.estimated_bytes}),
+        )
+        for i, b in enumerate(bins)
+    ]
+    return [f for f in files if f.path not in removed] + outputs
+
+
+@settings(max_examples=300)
+@given(files_strategy(), policies())
+def test_bins_are_well_formed(files: list[AddFile], policy: CompactionPolicy) -> None:
+    """Bins stay in one raw partition and in log order, within target when they hold several
+    files, never touch clustered or filtered-out files, and cover every purge candidate."""
+    bins = plan(files, policy)
+    position = {f.path: i for i, f in enumerate(files)}
+    seen: set[str] = set()
+    matches = policy.partition_filter.bind({"p": "p"}) if policy.partition_filter else None
+    for b in bins:
+        assert all(s.partition_values == b.partition_values for s in b.sources)
+        order = [position[s.path] for s in b.sources]
+        assert order == sorted(order)
+        assert len(b.sources) >= 2 or b.purges_dvs
+        if len(b.sources) >= 2:
+            assert b.estimated_bytes <= policy.target_file_size
+        for s in b.sources:
+            assert s.path not in seen
+            seen.add(s.path)
+            assert s.clustering_provider is None
+            assert matches is None or matches(s.partition_values)
+            assert s.size < policy.small_file_threshold or is_purge_candidate(s, policy)
+    assert [position[b.sources[0].path] for b in bins] == sorted(
+        position[b.sources[0].path] for b in bins
+    )
+    for f in files:
+        eligible = f.clustering_provider is None and (
+            matches is None or matches(f.partition_values)
+        )
+        if eligible and is_purge_candidate(f, policy):
+            assert f.path in seen
+
+
+@settings(max_examples=500)
+@given(files_strategy(), policies())
+def test_a_second_run_plans_nothing(files: list[AddFile], policy: CompactionPolicy) -> None:
+    """Right after a compaction the planner finds nothing to do: no re-compaction loop."""
+    bins = plan(files, policy)
+    assert plan(compact(files, bins, 1), policy) == []
+
+
+@settings(max_examples=200)
+@given(files_strategy(), policies(), st.integers(1, 3))
+def test_max_bins_runs_the_same_plan_in_slices(
+    files: list[AddFile], policy: CompactionPolicy, max_bins: int
+) -> None:
+    """Repeated runs under max_bins compact exactly the unlimited plan's bins, oldest first."""
+    expected = paths(plan(files, policy))
+    done: list[list[str]] = []
+    limited = replace(policy, max_bins=max_bins)
+    for run in range(len(expected) + 1):
+        bins = plan(files, limited)
+        if not bins:
+            break
+        assert len(bins) <= max_bins
+        done += paths(bins)
+        files = compact(files, bins, run)
+    assert done == expected
+    assert plan(files, limited) == []
