@@ -20,20 +20,23 @@ candidates keep log order (the snapshot's order).
 when the counts are unknown). Next-fit with target ``T``: a file goes into the open bin unless
 it would take the bin over ``T``, in which case the bin is closed and a new one opened. A bin
 needs two or more sources unless it purges a DV; other bins are dropped. One change makes a
-second run right after a compaction plan nothing: a file with ``w > T - M`` (only a DV-purge
-candidate can be that big, as the policy guarantees ``2M <= T``) is rewritten in a bin of its
-own and does not interrupt the next-fit sequence of the others.
+second run right after a compaction plan nothing: a file with ``w > T - M`` is rewritten in a
+bin of its own and does not interrupt the next-fit sequence of the others. Only a DV-purge
+candidate can be that heavy, because the policy keeps ``2M <= T``: a small file has
+``w < M <= T - M``. (With ``M > T/2`` the rule would strand small files between ``T - M``
+and ``M`` alone forever; without the rule, a closed bin could be small again, as below.)
 
 *Why a second run plans nothing.* Simulate the compaction: each bin becomes one file of ``w``
 equal to its ``estimated_bytes``, with no DV. In one partition, next-fit closes a bin only
 when the next file ``f`` does not fit, so a closed bin holds more than ``T - w(f) >= M`` bytes
-(every file in the sequence has ``w <= T - M``): its output is not small. A file rewritten
-alone had ``w > T - M >= M``: not small either. So the only small file the run can leave in a
-partition is the last bin's output (or its one source, if that bin was dropped). Every purge
-candidate was in a kept bin and outputs carry no DV, so nothing is over the ratio. One small
-file and nothing to purge is no bin. ``max_bins`` only postpones the tail: bins are ordered
-by their first source's log position, so a cut keeps a prefix of every partition's bins, and
-the next run plans the rest exactly as before.
+(every file in the sequence has ``w <= T - M``): its output is not small, and it held at least
+two files (two small ones fit together). A file rewritten alone had ``w > T - M >= M``: not
+small either. So the only small file the run can leave in a partition is the last bin's output
+(or its one source, if that bin was dropped). Every purge candidate was in a kept bin and
+outputs carry no DV, so nothing is over the ratio. One small file and nothing to purge is no
+bin. ``max_bins`` only postpones the tail: bins are ordered by their first source's log
+position, so a cut keeps a prefix of every partition's bins, and the next run plans the rest
+exactly as before.
 
 *Order.* Bins come out by the log position of their first source, oldest first: older files
 are colder, and compacting cold data makes conflicts with concurrent DML rarer (§0 item 10).

@@ -9,13 +9,14 @@ configuration as it does in Spark and Databricks. The planner (``plan.py``, desi
 * ``target_file_size`` (default 128 MiB): bins are packed up to this many estimated live bytes.
 * ``min_file_size``: files smaller than this are compaction candidates. Unset, it is half the
   target (:attr:`CompactionPolicy.small_file_threshold`), and follows the target when a table
-  property changes it. It may never exceed half the target: the planner's proof that a second
-  run right after a compaction plans nothing (``plan.py``) needs ``2 * min <= target``, because
-  next-fit closes a bin only when the next file no longer fits, which leaves it more than
-  ``target - min`` bytes, and that must not be a small file again. Spark and delta-rs use
-  ``min = target`` (Spark: ``optimize.minFileSize`` = ``optimize.maxFileSize`` = 1 GiB;
-  delta-rs: files under ``targetSize``) and so can rewrite their own outputs on the next run;
-  a file over half the target is big enough that rewriting it buys little.
+  property changes it. It may never exceed half the target: the planner (``plan.py``) closes
+  a next-fit bin only when the next file does not fit, which leaves it more than
+  ``target - min`` bytes; with ``2 * min <= target`` that is not a small file again, so a run
+  right after a compaction plans nothing, and every small file fits in a bin with another.
+  Spark and delta-rs use ``min = target`` (Spark: ``optimize.minFileSize`` =
+  ``optimize.maxFileSize`` = 1 GiB; delta-rs: files under ``targetSize``) and so can rewrite
+  their own outputs on the next run. A file over half the target is big enough that
+  rewriting it buys little.
 * ``max_deleted_rows_ratio`` (default 0.05, Spark's ``optimize.maxDeletedRowsRatio``): a file
   whose DV deletes more than this fraction of its rows is rewritten to purge the DV, even alone.
 * ``max_bins``: at most this many bins per plan (None: no limit).

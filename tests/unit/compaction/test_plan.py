@@ -564,7 +564,8 @@ def compact(files: Sequence[AddFile], bins: Sequence[Bin], run: int) -> list[Add
 @given(files_strategy(), policies())
 def test_bins_are_well_formed(files: list[AddFile], policy: CompactionPolicy) -> None:
     """Bins stay in one raw partition and in log order, within target when they hold several
-    files, never touch clustered or filtered-out files, and cover every purge candidate."""
+    files, never touch clustered or filtered-out files, cover every purge candidate, and leave
+    at most one small file behind per partition."""
     bins = plan(files, policy)
     position = {f.path: i for i, f in enumerate(files)}
     seen: set[str] = set()
@@ -585,12 +586,17 @@ def test_bins_are_well_formed(files: list[AddFile], policy: CompactionPolicy) ->
     assert [position[b.sources[0].path] for b in bins] == sorted(
         position[b.sources[0].path] for b in bins
     )
+    left_small: dict[tuple[tuple[str, str | None], ...], int] = {}
     for f in files:
         eligible = f.clustering_provider is None and (
             matches is None or matches(f.partition_values)
         )
         if eligible and is_purge_candidate(f, policy):
             assert f.path in seen
+        if eligible and f.size < policy.small_file_threshold and f.path not in seen:
+            key = tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0]))
+            left_small[key] = left_small.get(key, 0) + 1
+    assert all(n <= 1 for n in left_small.values()), "small files left behind"
 
 
 @settings(max_examples=500)

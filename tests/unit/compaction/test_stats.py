@@ -16,8 +16,8 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import unquote
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -622,7 +622,7 @@ def tables(draw: st.DrawFn) -> tuple[Any, dict[tuple[str, ...], list[Any]]]:
         fields=list(INNER),
         mask=pa.array(parent_null, pa.bool_()),
     )
-    leaf_values = {(name,): v for name, v in values.items()}
+    leaf_values: dict[tuple[str, ...], list[Any]] = {(name,): v for name, v in values.items()}
     leaf_values["st", "a"] = [None if p else v for v, p in zip(a, parent_null, strict=True)]
     leaf_values["st", "b"] = [None if p else v for v, p in zip(b, parent_null, strict=True)]
     return pa.table(columns), leaf_values
@@ -642,13 +642,19 @@ def oracle_bounds(kind: StatKind, present: list[Any]) -> tuple[Any, Any]:
         return truncate_min_string(low, PREFIX), truncate_max_string(high, PREFIX)
     if kind in (K.TIMESTAMP, K.TIMESTAMP_NTZ):
         zone = "Z" if kind is K.TIMESTAMP else ""
-        return tuple(
-            (EPOCH + timedelta(microseconds=v)).isoformat(timespec="milliseconds") + zone
-            for v in (low, high)
-        )
+        return oracle_timestamp(low, zone), oracle_timestamp(high, zone)
     if kind is K.DATE:
-        return tuple((date(1970, 1, 1) + timedelta(days=v)).isoformat() for v in (low, high))
+        return oracle_date(low), oracle_date(high)
     return low, high
+
+
+def oracle_timestamp(micros: int, zone: str) -> str:
+    """Floor to milliseconds by dropping sub-millisecond digits of the (floored) datetime."""
+    return (EPOCH + timedelta(microseconds=micros)).isoformat(timespec="milliseconds") + zone
+
+
+def oracle_date(days: int) -> str:
+    return (date(1970, 1, 1) + timedelta(days=days)).isoformat()
 
 
 def oracle(leaf_values: dict[tuple[str, ...], list[Any]], rows: int) -> dict[str, Any]:
