@@ -48,7 +48,6 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Final
 
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
@@ -71,10 +70,10 @@ _BIN_ID_HEX: Final = 16
 class Bin:
     """Files to rewrite into one output, all from one partition.
 
-    Invariants (checked on construction): ``sources`` is non-empty, in log order, with no
-    repeated path, every source's raw ``partitionValues`` equal to ``partition_values``; two or
-    more sources unless ``purges_dvs``. ``bin_id`` is a short stable hash of the sources'
-    ``(path, DV unique id)`` keys, for logs and metrics.
+    Invariants (checked on construction): ``sources`` is non-empty with no repeated path, and
+    every source's raw ``partitionValues`` equals ``partition_values``; two or more sources
+    unless ``purges_dvs``. The planner lists sources in log order. ``bin_id`` is a short stable
+    hash of the sources' ``(path, DV unique id)`` keys, for logs and metrics.
 
     Attributes:
         partition_values: the sources' raw map, to copy verbatim into the output (§2.11).
@@ -103,7 +102,7 @@ class Bin:
             raise InternalError("a bin lists a source twice")
         if any(s.partition_values != self.partition_values for s in self.sources):
             raise InternalError("a bin mixes raw partition values")
-        object.__setattr__(self, "partition_values", MappingProxyType(dict(self.partition_values)))
+        object.__setattr__(self, "partition_values", dict(self.partition_values))
         keys = json.dumps([list(s.key) for s in self.sources], separators=(",", ":"))
         digest = hashlib.sha256(keys.encode()).hexdigest()
         object.__setattr__(self, "bin_id", digest[:_BIN_ID_HEX])

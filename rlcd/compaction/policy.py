@@ -331,8 +331,8 @@ class CompactionPolicy:
             if 2 * self.min_file_size > self.target_file_size:
                 raise ConfigError(
                     f"min_file_size ({self.min_file_size} bytes) must be at most half of "
-                    f"target_file_size ({self.target_file_size} bytes), or a compaction's own "
-                    "outputs could be compacted again"
+                    f"target_file_size ({self.target_file_size} bytes), so that a full bin "
+                    "is never a small file again"
                 )
         ratio = self.max_deleted_rows_ratio
         if (

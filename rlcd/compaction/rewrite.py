@@ -155,14 +155,16 @@ async def _prefetch(
     settings: RewriteSettings,
     send: ObjectSendStream[FetchedSource],
 ) -> None:
-    async with send:
-        for add in bin.sources:
-            fetched = await fetch_source(store, add, settings.read, version=settings.version)
-            try:
-                await send.send(fetched)
-            except BaseException:
-                fetched.close()
-                raise
+    """Fetch the sources in order into ``send``. On failure the stream is left open (the bin
+    closes it), so the consumer is cancelled by the failure instead of seeing an early end."""
+    for add in bin.sources:
+        fetched = await fetch_source(store, add, settings.read, version=settings.version)
+        try:
+            await send.send(fetched)
+        except BaseException:
+            fetched.close()
+            raise
+    await send.aclose()
 
 
 def _discard(receive: ObjectReceiveStream[FetchedSource]) -> None:
@@ -201,10 +203,10 @@ async def _rewrite(
 ) -> RewrittenBin:
     key = output_key(bin, settings.partition_columns, settings.codec)
     send, receive = anyio.create_memory_object_stream[FetchedSource](max(0, settings.prefetch - 1))
-    async with store.open_writer(key) as writer, anyio.create_task_group() as tg:
-        encoder = _Encoder(settings, _ThreadSink(writer))
-        tg.start_soon(_prefetch, store, bin, settings, send)
-        async with receive:
+    with send, receive:
+        async with store.open_writer(key) as writer, anyio.create_task_group() as tg:
+            encoder = _Encoder(settings, _ThreadSink(writer))
+            tg.start_soon(_prefetch, store, bin, settings, send)
             try:
                 for index in range(len(bin.sources)):
                     fetched = await receive.receive()
@@ -219,10 +221,10 @@ async def _rewrite(
                 tg.cancel_scope.cancel()
                 _discard(receive)
                 raise
-        rows = encoder.stats.num_records
-        meta = await writer.complete() if rows else None
-        if meta is None:
-            await writer.abort()
+            rows = encoder.stats.num_records
+            meta = await writer.complete() if rows else None
+            if meta is None:
+                await writer.abort()
     physical = tuple(encoder.physical)
     live = [p - s.deleted_rows for p, s in zip(physical, bin.sources, strict=True)]
     offsets = guard_offsets(encoder.counter.runs, live)

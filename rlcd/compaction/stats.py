@@ -191,6 +191,7 @@ def stats_spec(
 
     Raises:
         KeyError: a partition column is not a top-level column.
+        TypeError: ``partition_columns`` is a string, not a sequence of names.
         ValueError: a property above is malformed, or a field lacks its physical name.
     """
     config = configuration or {}
