@@ -1,22 +1,28 @@
 """Streaming rewrite of one bin into one Parquet file.
 
-Sources are fetched ahead with bounded concurrency (a producer task feeding a small memory object
-stream), decoded and encoded in worker threads, and the Parquet bytes go out through the store's
-multipart writer as they are produced. At any time the bin holds at most ``prefetch`` fetched
-sources, one decoded batch, the writer's open row group and one upload part: never the whole
-bin. Each batch passes the batch counter (design §2) and the stats accumulator on its way to the
-writer. Any failure aborts the upload, so a failed bin leaves no output behind.
+A bin is a three-stage pipeline joined by small memory object streams: fetch (async IO,
+``prefetch`` sources ahead), decode (Parquet to conformed live batches, in worker threads) and
+encode (counter, row group, Parquet writer, in worker threads), whose bytes go out through
+the store's multipart writer as they are produced. Decode and encode run on two cores at once.
+At any time the bin holds at most ``prefetch`` fetched sources, a few decoded batches, one row
+group (bounded in rows and bytes) and one upload part: never the whole bin. Each batch passes
+the stats accumulator (decode side, to balance the stages) and the batch counter (encode side,
+design §2) on its way to the writer. Any failure aborts the upload, so a failed bin leaves no
+output behind.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+import pyarrow as pa
 import pyarrow.parquet as pq
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
@@ -31,6 +37,10 @@ from rlcd.storage.base import ObjectStore, ObjectWriter
 __all__ = ("RewriteSettings", "RewrittenBin", "rewrite_bin", "output_key")
 
 _SINK_BUFFER = 1024 * 1024
+_DECODED_AHEAD = 4
+ROW_GROUP_BYTES = 32 * 1024 * 1024
+"""A row group is written once it holds this many bytes of Arrow data, even if it has fewer
+rows than the policy's ``row_group_rows``: this bounds the rows a bin holds in memory."""
 _EXTENSIONS = {
     "zstd": "zstd",
     "snappy": "snappy",
@@ -52,6 +62,11 @@ class RewriteSettings:
     codec: str = "zstd"
     row_group_rows: int = 1_048_576
     prefetch: int = 2
+    # Dictionary-encode a column chunk only while its dictionary stays small. With pyarrow's
+    # 1 MiB default, high-cardinality columns (ids, timestamps, amounts) build a dictionary
+    # that is then abandoned for plain encoding: on the bench table 64 KiB writes ~20% faster
+    # and ~15% smaller files, while low-cardinality columns keep their dictionaries.
+    dictionary_page_limit: int = 64 * 1024
     tight_bounds: bool | None = True
     count_rows: bool = True
 
@@ -110,27 +125,61 @@ class _ThreadSink:
         self.closed = True
 
 
+@dataclass(frozen=True, slots=True)
+class _SourceStart:
+    """The decode stage opened source ``index``; its footer has ``physical_rows`` rows."""
+
+    index: int
+    physical_rows: int
+
+
+_Item = _SourceStart | tuple[int, pa.RecordBatch]
+
+
 class _Encoder:
-    """The per-bin state touched from worker threads, one call at a time."""
+    """The encode stage's state, touched from worker threads one call at a time: the batch
+    counter, the stats accumulator, the row group being filled and the Parquet writer."""
 
     def __init__(self, settings: RewriteSettings, sink: _ThreadSink) -> None:
         self.settings = settings
         self.sink = sink
         self.counter = BatchCounter(enabled=settings.count_rows)
-        self.stats = StatsAccumulator(settings.stats)
         self.writer: pq.ParquetWriter | None = None
+        self.rows = 0
         self.physical: list[int] = []
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
 
-    def encode(self, index: int, fetched: FetchedSource) -> None:
-        s = self.settings
-        decoded = DecodedSource(fetched, s.read, table=s.table, version=s.version)
-        self.physical.append(decoded.physical_rows)
-        self.counter.record(index, 0)
-        for batch in decoded.batches():
-            self.counter.record(index, batch.num_rows)
-            if batch.num_rows:
-                self.stats.update(batch)
-                self._writer().write_batch(batch, row_group_size=s.row_group_rows)
+    def accept(self, item: _Item) -> None:
+        """Take the next item of the decode stage: a source's start, or one of its batches."""
+        if isinstance(item, _SourceStart):
+            self.physical.append(item.physical_rows)
+            self.counter.record(item.index, 0)
+            return
+        index, batch = item
+        self.counter.record(index, batch.num_rows)
+        if batch.num_rows:
+            self._buffer(batch)
+
+    def _buffer(self, batch: pa.RecordBatch) -> None:
+        """Collect batches into one row group: pyarrow makes each ``write_batch`` call a row
+        group of its own, and 64k-row groups compress and scan poorly."""
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        self._pending_bytes += batch.nbytes
+        limit = self.settings.row_group_rows
+        if self._pending_rows >= limit or self._pending_bytes >= ROW_GROUP_BYTES:
+            self._flush_row_group()
+
+    def _flush_row_group(self) -> None:
+        if self._pending:
+            table = pa.Table.from_batches(self._pending, schema=self.settings.read.target)
+            self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+            self._writer().write_table(table, row_group_size=table.num_rows)
+            self.rows += table.num_rows
+            del table
+            pa.default_memory_pool().release_unused()  # keep the bin's RSS at one row group
 
     def _writer(self) -> pq.ParquetWriter:
         if self.writer is None:
@@ -138,12 +187,14 @@ class _Encoder:
                 self.sink,
                 self.settings.read.target,
                 compression=self.settings.codec,
+                dictionary_pagesize_limit=self.settings.dictionary_page_limit,
                 write_statistics=True,
                 use_compliant_nested_type=True,
             )
         return self.writer
 
     def close(self) -> None:
+        self._flush_row_group()
         if self.writer is not None:
             self.writer.close()
         self.sink.close()
@@ -165,6 +216,55 @@ async def _prefetch(
             fetched.close()
             raise
     await send.aclose()
+
+
+def _next_batch(
+    batches: Iterator[pa.RecordBatch], stats: StatsAccumulator
+) -> pa.RecordBatch | None:
+    batch = next(batches, None)
+    if batch is not None and batch.num_rows:
+        stats.update(batch)
+    return batch
+
+
+async def _decode(
+    bin: Bin,
+    settings: RewriteSettings,
+    sources: ObjectReceiveStream[FetchedSource],
+    items: ObjectSendStream[_Item],
+    stats: StatsAccumulator,
+    limiter: anyio.CapacityLimiter | None,
+) -> None:
+    """Decode the fetched sources in order, a batch per worker-thread call, into ``items``.
+
+    Running beside the encode stage, it keeps a second core busy; ``items`` is small, so at
+    most a few decoded batches wait. Like the fetch stage, it closes its stream only on success.
+    """
+    for index in range(len(bin.sources)):
+        fetched = await sources.receive()
+        try:
+            decoded = await anyio.to_thread.run_sync(
+                partial(
+                    DecodedSource,
+                    fetched,
+                    settings.read,
+                    table=settings.table,
+                    version=settings.version,
+                ),
+                limiter=limiter,
+            )
+            await items.send(_SourceStart(index, decoded.physical_rows))
+            batches = decoded.batches()
+            while True:
+                # `is None`, not truthiness: a batch whose rows were all deleted is empty, not
+                # the end of the source
+                batch = await anyio.to_thread.run_sync(_next_batch, batches, stats, limiter=limiter)
+                if batch is None:
+                    break
+                await items.send((index, batch))
+        finally:
+            fetched.close()
+    await items.aclose()
 
 
 def _discard(receive: ObjectReceiveStream[FetchedSource]) -> None:
@@ -202,26 +302,25 @@ async def _rewrite(
     limiter: anyio.CapacityLimiter | None,
 ) -> RewrittenBin:
     key = output_key(bin, settings.partition_columns, settings.codec)
-    send, receive = anyio.create_memory_object_stream[FetchedSource](max(0, settings.prefetch - 1))
-    with send, receive:
+    fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
+        max(0, settings.prefetch - 1)
+    )
+    item_send, item_receive = anyio.create_memory_object_stream[_Item](_DECODED_AHEAD)
+    with fetch_send, fetch_receive, item_send, item_receive:
         async with store.open_writer(key) as writer, anyio.create_task_group() as tg:
             encoder = _Encoder(settings, _ThreadSink(writer))
-            tg.start_soon(_prefetch, store, bin, settings, send)
+            tg.start_soon(_prefetch, store, bin, settings, fetch_send)
+            stats = StatsAccumulator(settings.stats)
+            tg.start_soon(_decode, bin, settings, fetch_receive, item_send, stats, limiter)
             try:
-                for index in range(len(bin.sources)):
-                    fetched = await receive.receive()
-                    try:
-                        await anyio.to_thread.run_sync(
-                            encoder.encode, index, fetched, limiter=limiter
-                        )
-                    finally:
-                        fetched.close()
+                async for item in item_receive:
+                    await anyio.to_thread.run_sync(encoder.accept, item, limiter=limiter)
                 await anyio.to_thread.run_sync(encoder.close, limiter=limiter)
             except BaseException:
                 tg.cancel_scope.cancel()
-                _discard(receive)
+                _discard(fetch_receive)
                 raise
-            rows = encoder.stats.num_records
+            rows = encoder.rows
             meta = await writer.complete() if rows else None
             if meta is None:
                 await writer.abort()
@@ -237,7 +336,7 @@ async def _rewrite(
         size=meta.size,
         modification_time=meta.last_modified_ms,
         rows=rows,
-        stats=encoder.stats.finish(tight_bounds=settings.tight_bounds),
+        stats=stats.finish(tight_bounds=settings.tight_bounds),
         runs=encoder.counter.runs,
         physical_rows=physical,
         offsets=tuple(offsets) if offsets is not None else None,

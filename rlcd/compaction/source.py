@@ -133,7 +133,7 @@ class DecodedSource:
         options, start = self._options, 0
         try:
             for batch in self._parquet.iter_batches(
-                batch_size=options.batch_size, use_threads=False
+                batch_size=options.batch_size, use_threads=True
             ):
                 n = batch.num_rows
                 mask = _live_mask(self._deleted, start, n)
