@@ -135,7 +135,7 @@ def child(name: str, path: str, queue: mp.Queue) -> None:
     import deltalake  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
-    import rlcd.compaction.compact  # noqa: F401
+    import rlcd.compaction.compact
     import rlcd.storage  # noqa: F401
 
     start = time.perf_counter()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -84,11 +85,14 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
+def _fresh_dir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+
+
 async def build_demo_table(path: Path, *, files: int, rows: int) -> None:
     """A DV-enabled table partitioned by region, one small file per append commit."""
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
+    await anyio.to_thread.run_sync(_fresh_dir, path)
     now = int(time.time() * 1000)
     async with LocalStore(path) as store:
         await write_commit(

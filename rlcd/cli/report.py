@@ -34,10 +34,11 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
         f"{files} files, {human_bytes(size)} -> {len(bins)} outputs\n"
     )
     for b in bins:
+        purge = "  (purges deletion vectors)" if b.purges_dvs else ""
         out.write(
             f"  bin {b.bin_id}  {_partition(b.partition_values)}: {len(b.sources)} files, "
             f"{human_bytes(sum(s.size for s in b.sources))} -> 1 file of about "
-            f"{human_bytes(b.estimated_bytes)}{'  (purges deletion vectors)' if b.purges_dvs else ''}\n"
+            f"{human_bytes(b.estimated_bytes)}{purge}\n"
         )
     if not bins:
         out.write("  nothing to compact\n")

@@ -83,10 +83,7 @@ def _checksum_ok(hint: dict[str, Any]) -> bool:
             for i, v in enumerate(value):
                 walk(v, f"{path}+{i}")
         else:
-            if isinstance(value, str):
-                rendered = f'"{enc(value)}"'
-            else:
-                rendered = json.dumps(value)
+            rendered = f'"{enc(value)}"' if isinstance(value, str) else json.dumps(value)
             pairs.append((path.encode(), f"{path}={rendered}"))
 
     walk({k: v for k, v in hint.items() if k != "checksum"}, "")

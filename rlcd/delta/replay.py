@@ -44,9 +44,9 @@ def canonical_path(path: str) -> str:
 class Snapshot:
     """The state of a table at one version.
 
-    ``files`` maps the canonical path (:func:`canonical_path`) to the live add, in the order the paths first appeared in the log (the
-    checkpoint's row order, then commit order). ``commit_info`` is the commitInfo of ``version``
-    itself when that commit was read, else None.
+    ``files`` maps the canonical path (:func:`canonical_path`) to the live add, in the order
+    the paths first appeared in the log (the checkpoint's row order, then commit order).
+    ``commit_info`` is the commitInfo of ``version`` itself when that commit was read, else None.
     """
 
     table: str

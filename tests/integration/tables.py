@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import deltalake
 import delta_kernel_rust_sharing_wrapper as kernel
+import deltalake
 import pyarrow as pa
 
 from rlcd.storage import S3Config

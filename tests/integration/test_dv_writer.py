@@ -6,8 +6,8 @@ import collections
 from pathlib import Path
 from typing import Any
 
-import deltalake
 import delta_kernel_rust_sharing_wrapper as kernel
+import deltalake
 import pyarrow as pa
 import pytest
 

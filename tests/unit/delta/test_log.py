@@ -97,7 +97,7 @@ def _paths(*names: str) -> list[LogPath]:
 def test_segment_uses_newest_complete_checkpoint() -> None:
     """An incomplete multi-part checkpoint is skipped for an older complete one."""
     paths = _paths(
-        *(f"{v:020d}.json" for v in range(0, 8)),
+        *(f"{v:020d}.json" for v in range(8)),
         f"{3:020d}.checkpoint.parquet",
         f"{6:020d}.checkpoint.0000000001.0000000002.parquet",
     )

@@ -1,0 +1,138 @@
+"""What rlcd's OPTIMIZE commit looks like, and that ``verify`` reads tags any engine wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from rlcd.compaction.compact import compact_table
+from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.verify import verify_table
+from rlcd.storage import LocalStore
+from tests.integration.tables import partitioned
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+POLICY = CompactionPolicy(target_file_size=64 * 1024 * 1024)
+
+
+def _commit(path: Path, version: int) -> list[dict]:
+    text = (path / "_delta_log" / f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+async def _compact(path: Path) -> int:
+    async with LocalStore(path) as store:
+        report = await compact_table(store, POLICY)
+    assert report.committed_version is not None
+    return report.committed_version
+
+
+async def test_optimize_commit_shape(tmp_path: Path) -> None:
+    """commitInfo first with Spark's OPTIMIZE fields; adds dataChange=false with stats; every
+    remove a Spark-style tombstone with the two composition tags pointing at an add."""
+    partitioned(tmp_path)
+    version = await _compact(tmp_path)
+    actions = _commit(tmp_path, version)
+    info = actions[0]["commitInfo"]
+    assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
+    assert info["readVersion"] == version - 1 and info["isBlindAppend"] is False
+    assert info["engineInfo"].startswith("rlcd/") and info["txnId"]
+    assert info["operationParameters"]["auto"] is False
+    assert info["operationMetrics"]["numRemovedFiles"] == "8"
+    adds = [a["add"] for a in actions if "add" in a]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    assert len(adds) == 2 and len(removes) == 8
+    for add in adds:
+        assert add["dataChange"] is False and json.loads(add["stats"])["numRecords"] == 200
+        assert add["path"].startswith(f"part={add['partitionValues']['part']}/part-00000-")
+        assert add["path"].endswith("-c000.zstd.parquet")
+    paths = {a["path"] for a in adds}
+    for rm in removes:
+        assert rm["dataChange"] is False and rm["extendedFileMetadata"] is True
+        assert json.loads(rm["tags"]["compactedInto"])[0] in paths
+        info = json.loads(rm["tags"]["compactionInfo"])
+        assert info == [
+            {"rowOffsetInTarget": info[0]["rowOffsetInTarget"], "sourceNumPhysicalRecords": 50}
+        ]
+
+
+async def test_in_commit_timestamps_are_kept_monotonic(tmp_path: Path) -> None:
+    """On a table with in-commit timestamps, commitInfo carries max(now, previous + 1)."""
+    partitioned(tmp_path)
+    future = 4_102_444_800_000  # 2100-01-01: later than any clock running this test
+    enabling = [
+        {"commitInfo": {"timestamp": future, "inCommitTimestamp": future, "operation": "SET"}},
+        {
+            "protocol": {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["inCommitTimestamp", "appendOnly", "invariants"],
+            }
+        },
+    ]
+    meta = next(a for a in _commit(tmp_path, 0) if "metaData" in a)
+    meta["metaData"]["configuration"] = {"delta.enableInCommitTimestamps": "true"}
+    enabling.append(meta)
+    (tmp_path / "_delta_log" / f"{8:020d}.json").write_text(
+        "".join(json.dumps(a) + "\n" for a in enabling)
+    )
+    version = await _compact(tmp_path)
+    info = _commit(tmp_path, version)[0]["commitInfo"]
+    assert info["inCommitTimestamp"] == future + 1 == info["timestamp"]
+
+
+async def test_column_mapping_outputs_keep_physical_names_and_field_ids(
+    copy_fixture,
+) -> None:
+    """Under column mapping (id mode) the output's columns are the physical names with the
+    table's field ids, exactly as in the files Spark wrote."""
+    path = copy_fixture("table-with-columnmapping-mode-id")
+    spark_file = next(p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
+    spark_schema = pq.read_schema(spark_file)
+    version = await _compact(path)
+    (add,) = [a["add"] for a in _commit(path, version) if "add" in a]
+    ours = pq.read_schema(path / add["path"])
+
+    def ids(schema) -> dict[str, bytes]:
+        return {f.name: (f.metadata or {}).get(b"PARQUET:field_id") for f in schema}
+
+    assert ids(ours) == ids(spark_schema)
+    assert all(v is not None for v in ids(ours).values())
+
+
+async def test_verify_reads_databricks_spelled_tags_and_catches_tampering(tmp_path: Path) -> None:
+    """Tags re-spelled the way Databricks writes them (other tags beside them, other
+    whitespace) verify; a wrong offset is reported with the source and output named."""
+    partitioned(tmp_path)
+    version = await _compact(tmp_path)
+    log = tmp_path / "_delta_log" / f"{version:020d}.json"
+    actions = _commit(tmp_path, version)
+    for a in actions:
+        if "remove" in a:
+            tags = a["remove"]["tags"]
+            info = json.loads(tags["compactionInfo"])
+            tags["compactionInfo"] = json.dumps(info)  # spaces after separators
+            tags["INSERTION_TIME"] = "1700000000000000"
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+        assert report.ok and report.commits[0].sources_checked == 8
+        # now move one source's run: the data no longer matches what the tags claim
+        victim = next(
+            a["remove"]
+            for a in actions
+            if "remove" in a
+            and json.loads(a["remove"]["tags"]["compactionInfo"])[0]["rowOffsetInTarget"]
+        )
+        victim["tags"]["compactionInfo"] = json.dumps(
+            [{"rowOffsetInTarget": 1, "sourceNumPhysicalRecords": 50}]
+        )
+        log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+        broken = await verify_table(store)
+    assert not broken.ok
+    problems = " ".join(broken.commits[0].problems)
+    assert victim["path"] in problems
