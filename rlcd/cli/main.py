@@ -23,6 +23,12 @@ from rlcd.storage import S3Config, open_store
 __all__ = ("main",)
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_TABLE, EXIT_STORAGE = 0, 1, 2, 3, 4
+_EXIT_CODES: tuple[tuple[type[RlcdError], int], ...] = (
+    (ConfigError, EXIT_USAGE),
+    (TableError, EXIT_TABLE),
+    (StorageError, EXIT_STORAGE),
+    (RlcdError, EXIT_PROBLEM),
+)
 
 
 def _add_s3_options(parser: argparse.ArgumentParser) -> None:
@@ -143,15 +149,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"demo": _demo, "compact": _compact, "verify": _verify}
     try:
         return anyio.run(handlers[args.command], args)
-    except ConfigError as exc:
-        print(f"rlcd: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except TableError as exc:
-        print(f"rlcd: {exc}", file=sys.stderr)
-        return EXIT_TABLE
-    except StorageError as exc:
-        print(f"rlcd: {exc}", file=sys.stderr)
-        return EXIT_STORAGE
     except RlcdError as exc:
         print(f"rlcd: {exc}", file=sys.stderr)
-        return EXIT_PROBLEM
+        return next(code for kind, code in _EXIT_CODES if isinstance(exc, kind))

@@ -107,15 +107,22 @@ async def _last_checkpoint_version(store: ObjectStore) -> int | None:
     return hint["version"] if _checksum_ok(hint) else None
 
 
+async def _read_log_file(
+    store: ObjectStore, key: str, what: str, *, table: str, version: int
+) -> bytes:
+    """A log file's bytes; a missing one is a corrupt log, named."""
+    try:
+        return await store.get(key)
+    except NotFoundError as exc:
+        raise CorruptLogError(
+            f"{what} file is missing", table=table, version=version, path=key
+        ) from exc
+
+
 async def read_commit(store: ObjectStore, version: int, *, table: str) -> list[Action]:
     """The actions of one JSON commit."""
     key = f"{LOG_DIR}/{version:020d}.json"
-    try:
-        data = await store.get(key)
-    except NotFoundError as exc:
-        raise CorruptLogError(
-            "commit file is missing", table=table, version=version, path=key
-        ) from exc
+    data = await _read_log_file(store, key, "commit", table=table, version=version)
     try:
         return parse_commit(data)
     except ActionError as exc:
@@ -131,12 +138,7 @@ def _parse_parquet(data: bytes) -> pa.Table:
 async def _read_checkpoint_file(
     store: ObjectStore, key: str, fmt: str, *, table: str, version: int
 ) -> list[Action]:
-    try:
-        data = await store.get(key)
-    except NotFoundError as exc:
-        raise CorruptLogError(
-            "checkpoint file is missing", table=table, version=version, path=key
-        ) from exc
+    data = await _read_log_file(store, key, "checkpoint", table=table, version=version)
     try:
         if fmt == "json":
             return parse_commit(data)

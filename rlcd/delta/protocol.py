@@ -141,40 +141,53 @@ class TableConfig:
             return frozenset()
         return frozenset() if _has_variant(schema) else UNUSED_OK_FEATURES
 
-    def ensure_readable(self) -> None:
-        """Raise :class:`UnsupportedFeatureError` unless rlcd can read the table's data."""
-        p = self.protocol
-        if p.min_reader_version > MAX_READER_VERSION:
+    def _refuse(
+        self,
+        kind: str,
+        version: int,
+        limit: int,
+        features: frozenset[str],
+        known: frozenset[str],
+        verb: str,
+    ) -> None:
+        if version > limit:
             raise UnsupportedFeatureError(
-                f"reader version {p.min_reader_version} is not supported "
-                f"(rlcd reads up to {MAX_READER_VERSION})",
+                f"{kind} version {version} is not supported (rlcd {verb} up to {limit})",
                 table=self.table,
             )
-        unknown = tuple(sorted(self.reader_features - READABLE_FEATURES - self._unused()))
+        unknown = tuple(sorted(features - known - self._unused()))
         if unknown:
             raise UnsupportedFeatureError(
-                f"unsupported reader feature(s): {', '.join(unknown)}",
+                f"rlcd cannot {verb.rstrip('s')} a table with {kind} feature(s): "
+                f"{', '.join(unknown)}",
                 table=self.table,
                 features=unknown,
             )
+
+    def ensure_readable(self) -> None:
+        """Raise :class:`UnsupportedFeatureError` unless rlcd can read the table's data."""
+        p = self.protocol
+        self._refuse(
+            "reader",
+            p.min_reader_version,
+            MAX_READER_VERSION,
+            self.reader_features,
+            READABLE_FEATURES,
+            "reads",
+        )
 
     def ensure_writable(self) -> None:
         """Raise :class:`UnsupportedFeatureError` unless rlcd can commit to the table safely."""
         self.ensure_readable()
         p = self.protocol
-        if p.min_writer_version > MAX_WRITER_VERSION:
-            raise UnsupportedFeatureError(
-                f"writer version {p.min_writer_version} is not supported "
-                f"(rlcd writes up to {MAX_WRITER_VERSION})",
-                table=self.table,
-            )
-        unknown = tuple(sorted(self.writer_features - WRITABLE_FEATURES - self._unused()))
-        if unknown:
-            raise UnsupportedFeatureError(
-                f"rlcd cannot write safely to a table with writer feature(s): {', '.join(unknown)}",
-                table=self.table,
-                features=unknown,
-            )
+        self._refuse(
+            "writer",
+            p.min_writer_version,
+            MAX_WRITER_VERSION,
+            self.writer_features,
+            WRITABLE_FEATURES,
+            "writes",
+        )
 
 
 def _has_variant(dtype: DataType) -> bool:

@@ -18,7 +18,11 @@ import delta_kernel_rust_sharing_wrapper as kernel
 import deltalake
 import pyarrow as pa
 
-from rlcd.storage import S3Config
+from rlcd.delta.load import list_log, load_snapshot, read_commit
+from rlcd.delta.log_path import LogKind
+from rlcd.delta.replay import Snapshot, replay
+from rlcd.delta.segment import build_segment
+from rlcd.storage import LocalStore, S3Config
 
 Rows = collections.Counter[tuple[tuple[str, Any], ...]]
 
@@ -142,3 +146,17 @@ class S3Mirror:
 
     def multipart_uploads(self) -> int:
         return len(self._client.list_multipart_uploads(Bucket=self.bucket).get("Uploads", []))
+
+
+async def checkpoint_and_json_snapshots(path: Path) -> tuple[Snapshot, Snapshot]:
+    """The latest snapshot as rlcd loads it (from the newest checkpoint), and the same version
+    rebuilt from the JSON commits alone, ignoring every checkpoint."""
+    async with LocalStore(path) as store:
+        from_checkpoint = await load_snapshot(store)
+        commits = [p for p in await list_log(store) if p.kind is LogKind.COMMIT]
+        segment = build_segment(commits, table=store.root)
+        bodies = [
+            (c.version, await read_commit(store, c.version, table=store.root))
+            for c in segment.commits
+        ]
+    return from_checkpoint, replay(store.root, bodies)

@@ -18,11 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlcd.compaction.dml import delete_rows
-from rlcd.delta.load import list_log, load_snapshot, read_commit
-from rlcd.delta.log_path import LogKind
-from rlcd.delta.replay import Snapshot, replay
-from rlcd.delta.segment import build_segment
+from rlcd.delta.load import load_snapshot
+from rlcd.delta.replay import Snapshot
 from rlcd.storage import LocalStore
+from tests.integration.tables import checkpoint_and_json_snapshots
 
 pytestmark = pytest.mark.integration
 
@@ -78,18 +77,6 @@ async def _apply(path: Path, ops: list[tuple[str, int]]) -> None:
                     await delete_rows(store, snap, targets)
 
 
-async def _both(path: Path) -> tuple[Snapshot, Snapshot]:
-    async with LocalStore(path) as store:
-        from_checkpoint = await load_snapshot(store)
-        commits = [p for p in await list_log(store) if p.kind is LogKind.COMMIT]
-        segment = build_segment(commits, table=store.root)
-        bodies = [
-            (c.version, await read_commit(store, c.version, table=store.root))
-            for c in segment.commits
-        ]
-    return from_checkpoint, replay(store.root, bodies)
-
-
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS)
 def test_checkpoint_replay_equals_json_replay(ops: list[tuple[str, int]]) -> None:
@@ -97,5 +84,5 @@ def test_checkpoint_replay_equals_json_replay(ops: list[tuple[str, int]]) -> Non
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)
         anyio.run(_apply, path, ops)
-        from_checkpoint, from_json = anyio.run(_both, path)
+        from_checkpoint, from_json = anyio.run(checkpoint_and_json_snapshots, path)
     assert _essence(from_checkpoint) == _essence(from_json)

@@ -16,15 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rlcd.delta.load import list_log, load_snapshot, read_commit, read_deletion_vector
-from rlcd.delta.log_path import LogKind
+from rlcd.delta.load import load_snapshot, read_deletion_vector
 from rlcd.delta.partitions import decode_uri_path
-from rlcd.delta.replay import Snapshot, replay
+from rlcd.delta.replay import Snapshot
 from rlcd.delta.schema import column_mapping_mode, parse_schema, physical_name
-from rlcd.delta.segment import build_segment
 from rlcd.errors import UnsupportedFeatureError
 from rlcd.storage import LocalStore
 from tests.conftest import fixture_names, fixture_table
+from tests.integration.tables import checkpoint_and_json_snapshots
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -106,16 +105,7 @@ async def test_invalid_protocol_version_is_refused() -> None:
 )
 async def test_checkpoint_equals_json_replay(name: str) -> None:
     """Starting from the checkpoint gives the same snapshot as replaying every JSON commit."""
-    path = fixture_table(name)
-    async with LocalStore(path) as store:
-        from_checkpoint = await load_snapshot(store)
-        commits_only = [p for p in await list_log(store) if p.kind is LogKind.COMMIT]
-        segment = build_segment(commits_only, table=store.root)
-        bodies = [
-            (c.version, await read_commit(store, c.version, table=store.root))
-            for c in segment.commits
-        ]
-    from_json = replay(store.root, bodies)
+    from_checkpoint, from_json = await checkpoint_and_json_snapshots(fixture_table(name))
     assert from_checkpoint.version == from_json.version
 
     def essence(snap: Snapshot) -> dict[str, tuple[Any, ...]]:
