@@ -156,7 +156,8 @@ async def commit_bins(
 ) -> CommitOutcome:
     """Commit the bins at the next version, retrying past winners that leave them untouched."""
     table, txn_id, read_version = store.root, str(uuid.uuid4()), snapshot.version
-    pending, aborted = list(bins), []
+    pending = list(bins)
+    aborted: list[tuple[RewrittenBin, str]] = []
     current = snapshot
     for attempt in range(1, max_attempts + 1):
         if not pending:

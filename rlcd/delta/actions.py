@@ -11,7 +11,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, ClassVar
 
 from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
@@ -59,10 +59,16 @@ def _check(value: Any, types: tuple[type, ...], key: str, kind: str) -> Any:
     return value
 
 
-@cache
-def _json_names(cls: type) -> Mapping[str, str]:
-    """JSON key -> attribute name for a record class."""
-    return {_camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+_NAMES: dict[str, Mapping[str, str]] = {}
+
+
+def _json_names(name: str, cls: Any) -> Mapping[str, str]:
+    """JSON key -> attribute name for a record class (computed once per class)."""
+    names = _NAMES.get(name)
+    if names is None:
+        names = {_camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+        _NAMES[name] = names
+    return names
 
 
 class _Record:
@@ -85,13 +91,14 @@ class _Record:
         if missing:
             raise ActionError(f"{cls.KIND} lacks required field(s) {', '.join(missing)}")
         known: dict[str, Any] = {}
-        names = _json_names(cls)
+        names = _json_names(cls.__name__, cls)
         for key, value in obj.items():
             attr = names.get(key)
             if attr is not None:
                 known[attr] = cls._convert(attr, value)
         extra = {k: v for k, v in obj.items() if k not in names}
-        return cls(**known, extra=extra)
+        factory: Any = cls  # a dataclass subclass: its fields are the JSON keys
+        return factory(**known, extra=extra)
 
     @classmethod
     def _convert(cls, attr: str, value: Any) -> Any:

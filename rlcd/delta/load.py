@@ -89,7 +89,7 @@ def _checksum_ok(hint: dict[str, Any]) -> bool:
     walk({k: v for k, v in hint.items() if k != "checksum"}, "")
     pairs.sort(key=lambda p: p[0])
     digest = hashlib.md5(",".join(p[1] for p in pairs).encode(), usedforsecurity=False)
-    return digest.hexdigest() == expected
+    return bool(digest.hexdigest() == expected)
 
 
 async def _last_checkpoint_version(store: ObjectStore) -> int | None:
