@@ -173,6 +173,16 @@ async def commit_bins(
             if won is None:
                 raise
         if won:
+            for b in pending:
+                if b.path is not None and b.offsets is None:
+                    log.warning(
+                        "bin_committed_untagged",
+                        table=table,
+                        version=version,
+                        bin=b.bin.bin_id,
+                        runs=len(b.runs),
+                        sources=len(b.bin.sources),
+                    )
             log.info(
                 "bins_committed", table=table, version=version, bins=len(pending), attempts=attempt
             )

@@ -136,3 +136,21 @@ async def test_verify_reads_databricks_spelled_tags_and_catches_tampering(tmp_pa
     assert not broken.ok
     problems = " ".join(broken.commits[0].problems)
     assert victim["path"] in problems
+
+
+async def test_unproven_composition_commits_untagged_and_says_so(tmp_path: Path) -> None:
+    """With the counter off, nothing proves the runs: the bins commit without composition
+    tags, a warning names each bin, and verify has nothing to check."""
+    from structlog.testing import capture_logs
+
+    partitioned(tmp_path)
+    with capture_logs() as logs:
+        async with LocalStore(tmp_path) as store:
+            report = await compact_table(store, POLICY, count_rows=False)
+            verification = await verify_table(store)
+    assert report.untagged == 2
+    removes = [a["remove"] for a in _commit(tmp_path, report.committed_version) if "remove" in a]
+    assert all("compactedInto" not in (r.get("tags") or {}) for r in removes)
+    warned = {e["bin"] for e in logs if e["event"] == "bin_committed_untagged"}
+    assert warned == {b.bin.bin_id for b in report.committed}
+    assert verification.ok and verification.commits == ()
