@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rlcd.compaction.plan import Bin
-from rlcd.delta.actions import Action, CommitInfo, Metadata, Protocol, RemoveFile
+from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from rlcd.delta.replay import canonical_path
 
 __all__ = ("Abort", "classify_winners")
@@ -44,7 +44,9 @@ def classify_winners(
             if isinstance(action, Metadata | Protocol):
                 reason = f"version {version} ({what}) changed the table's {action.KIND}"
                 return {b.bin_id: aborts.get(b.bin_id, Abort(reason)) for b in bins}
-            if isinstance(action, RemoveFile):
+            # a remove of a source is the usual conflict; an add of a source path without its
+            # remove would be an invalid DV update, caught all the same
+            if isinstance(action, RemoveFile | AddFile):
                 bin_id = owner.get(canonical_path(action.path))
                 if bin_id is not None and bin_id not in aborts:
                     aborts[bin_id] = Abort(

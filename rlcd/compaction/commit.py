@@ -3,8 +3,8 @@
 One commit carries every finished bin (design §7). When the put loses, the winners are read and
 classified (:mod:`rlcd.compaction.classify`): bins no winner touched are retried at the next
 version, the others are aborted and their outputs deleted. An ambiguous put (the store failed
-after retries, so the commit may or may not have landed) is settled by reading that version and
-comparing its ``txnId`` with ours. A commit is never partial and never names a missing file.
+after retries, so the commit may or may not have landed) is settled by putting the same bytes
+again and comparing the ``txnId`` of whatever holds the version with ours. A commit is never partial and never names a missing file.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from rlcd.compaction.rewrite import RewrittenBin
 from rlcd.compaction.tags import composition_tags
 from rlcd.delta.actions import Action, AddFile, CommitInfo
 from rlcd.delta.load import list_log, read_commit, table_config
-from rlcd.delta.log_path import LogKind, commit_name
+from rlcd.delta.log_path import LogKind
 from rlcd.delta.replay import Snapshot, replay
 from rlcd.delta.write import make_commit_info, write_commit
-from rlcd.errors import NotFoundError, StorageError
+from rlcd.errors import StorageError
 from rlcd.storage.base import ObjectStore, Written
 
 __all__ = ("CommitOutcome", "bin_actions", "commit_bins", "discard_outputs")
@@ -116,14 +116,28 @@ def _actions(
     return [info, *(a for b in bins for a in bin_actions(b, now_ms=now_ms))]
 
 
-async def _landed(store: ObjectStore, version: int, txn_id: str, table: str) -> bool | None:
-    """After an ambiguous put: did our commit land at ``version``? None: nothing landed there."""
-    try:
-        await store.head(commit_name(version))
-    except NotFoundError:
-        return None
-    actions = await read_commit(store, version, table=table)
-    return any(isinstance(a, CommitInfo) and a.txn_id == txn_id for a in actions)
+async def _put(
+    store: ObjectStore, version: int, actions: Sequence[Action], txn_id: str, *, tries: int = 3
+) -> bool:
+    """Try to create ``version``: True if our commit is there, False if another writer's is.
+
+    A store failure (after its own retries) leaves the outcome unknown: the request may still
+    land. The same bytes are put again, which the store reports as written when they are
+    already there, and the ``txnId`` of whatever holds the version decides (Spark does the
+    same). Only repeated failures surface, as the storage error.
+    """
+    failure: StorageError | None = None
+    for _ in range(tries):
+        try:
+            if isinstance(await write_commit(store, version, actions), Written):
+                return True
+        except StorageError as exc:
+            failure = exc
+            continue
+        committed = await read_commit(store, version, table=store.root)
+        return any(isinstance(a, CommitInfo) and a.txn_id == txn_id for a in committed)
+    assert failure is not None
+    raise failure
 
 
 async def _winners(store: ObjectStore, after: int, table: str) -> list[tuple[int, list[Action]]]:
@@ -166,13 +180,7 @@ async def commit_bins(
         actions = _actions(
             current, read_version, pending, predicate=predicate, txn_id=txn_id, now_ms=now_ms()
         )
-        try:
-            won: bool | None = isinstance(await write_commit(store, version, actions), Written)
-        except StorageError:
-            won = await _landed(store, version, txn_id, table)
-            if won is None:
-                raise
-        if won:
+        if await _put(store, version, actions, txn_id):
             for b in pending:
                 if b.path is not None and b.offsets is None:
                     log.warning(
@@ -189,7 +197,6 @@ async def commit_bins(
             return CommitOutcome(version, tuple(pending), tuple(aborted), attempt)
         winners = await _winners(store, current.version, table)
         current = replay(table, winners, base=current)
-        table_config(current).ensure_writable()
         decisions = classify_winners([b.bin for b in pending], winners)
         lost = [b for b in pending if b.bin.bin_id in decisions]
         for b in lost:
@@ -198,6 +205,8 @@ async def commit_bins(
             log.warning("bin_aborted", table=table, bin=b.bin.bin_id, reason=reason)
         await discard_outputs(store, lost)
         pending = [b for b in pending if b.bin.bin_id not in decisions]
+        if pending:
+            table_config(current).ensure_writable()
     await discard_outputs(store, pending)
     aborted.extend((b, f"gave up after {max_attempts} commit attempts") for b in pending)
     return CommitOutcome(None, (), tuple(aborted), max_attempts)

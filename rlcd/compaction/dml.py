@@ -60,6 +60,7 @@ async def delete_rows(
         )
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     changed: list[tuple[AddFile, BitMap64]] = []
+    newly_deleted = 0
     for path, positions in deletions.items():
         add = snapshot.files.get(canonical_path(path))
         if add is None:
@@ -86,6 +87,7 @@ async def delete_rows(
         merged = old | new
         if merged != old:
             changed.append((add, merged))
+            newly_deleted += len(merged) - len(old)
     if not changed:
         return snapshot.version
 
@@ -116,7 +118,7 @@ async def delete_rows(
             isolation_level="WriteSerializable",
             is_blind_append=False,
             metrics={
-                "numDeletedRows": sum(len(bm) for _, bm in changed),
+                "numDeletedRows": newly_deleted,
                 "numRemovedFiles": len(changed) - len(live),
                 "numDeletionVectorsAdded": len(live),
             },

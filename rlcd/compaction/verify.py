@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.policy import CompactionPolicy
@@ -22,6 +23,7 @@ from rlcd.compaction.tags import COMPACTED_INTO, Composition, check_tiling, pars
 from rlcd.delta.actions import Action, AddFile, RemoveFile
 from rlcd.delta.load import list_log, load_snapshot, read_commit, table_config
 from rlcd.delta.log_path import LogKind
+from rlcd.delta.replay import canonical_path
 from rlcd.errors import MissingDataFileError, RlcdError
 from rlcd.storage.base import ObjectStore
 
@@ -72,13 +74,38 @@ def _as_add(remove: RemoveFile) -> AddFile:
     return AddFile(path=remove.path, size=remove.size or 0, deletion_vector=remove.deletion_vector)
 
 
+def _same_rows(a: pa.Table, b: pa.Table) -> bool:
+    """Row-for-row equality where NaN equals NaN (``Table.equals`` says NaN != NaN)."""
+    if a.schema != b.schema or a.num_rows != b.num_rows:
+        return False
+    for x, y in zip(a.columns, b.columns, strict=True):
+        if pa.types.is_floating(x.type):
+            nan_x, nan_y = pc.is_nan(x), pc.is_nan(y)
+            if not nan_x.equals(nan_y):
+                return False
+            x, y = pc.if_else(nan_x, 0.0, x), pc.if_else(nan_y, 0.0, y)
+        if not x.equals(y):
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    store: ObjectStore
+    options: ReadOptions
+    live: frozenset[str]  # canonical paths live in the latest snapshot
+
+    def is_live(self, path: str) -> bool:
+        return canonical_path(path) in self.live
+
+
 async def _check_output(
-    store: ObjectStore,
+    ctx: _Context,
     check: CommitCheck,
     output: AddFile,
     runs: Sequence[tuple[RemoveFile, Composition]],
-    options: ReadOptions,
 ) -> None:
+    store, options = ctx.store, ctx.options
     table, version = store.root, check.version
     rows = output.num_records
     try:
@@ -90,7 +117,10 @@ async def _check_output(
             version=version,
         )
     except MissingDataFileError:
-        check.notes.append(f"output {output.path} no longer exists: not checked")
+        if ctx.is_live(output.path):
+            check.problems.append(f"output {output.path} is live in the table but missing")
+        else:
+            check.notes.append(f"output {output.path} was removed since: not checked")
         check.sources_skipped += len(runs)
         return
     rows = data.num_rows if rows is None else rows
@@ -103,6 +133,8 @@ async def _check_output(
         try:
             source = await _read_rows(store, _as_add(remove), options, table=table, version=version)
         except MissingDataFileError:
+            if ctx.is_live(remove.path):
+                check.problems.append(f"source {remove.path} is live in the table but missing")
             check.sources_skipped += 1
             continue
         check.sources_checked += 1
@@ -110,7 +142,7 @@ async def _check_output(
             check.problems.append(
                 f"source {remove.path} has {source.num_rows} live rows, the tags say {comp.live}"
             )
-        elif not source.equals(data.slice(comp.row_offset, comp.live)):
+        elif not _same_rows(source, data.slice(comp.row_offset, comp.live)):
             check.problems.append(
                 f"source {remove.path} differs from output rows "
                 f"[{comp.row_offset}, {comp.row_offset + comp.live}) of {output.path}"
@@ -118,7 +150,7 @@ async def _check_output(
 
 
 async def _check_commit(
-    store: ObjectStore, version: int, actions: Sequence[Action], options: ReadOptions
+    ctx: _Context, version: int, actions: Sequence[Action]
 ) -> CommitCheck | None:
     tagged = [a for a in actions if isinstance(a, RemoveFile) and COMPACTED_INTO in (a.tags or {})]
     if not tagged:
@@ -129,13 +161,15 @@ async def _check_commit(
     for remove in tagged:
         comp = parse_composition(remove, adds.keys())
         if comp is None:
-            check.problems.append(f"tombstone of {remove.path} has malformed composition tags")
+            # design §2: anything but the single-run form (other engines may write lists of
+            # several) records no composition; nothing to check, nothing wrong
+            check.notes.append(f"tombstone of {remove.path}: tags not in the single-run form")
         else:
             by_output[comp.output_path].append((remove, comp))
     for output_path, runs in by_output.items():
         check.outputs += 1
         try:
-            await _check_output(store, check, adds[output_path], runs, options)
+            await _check_output(ctx, check, adds[output_path], runs)
         except RlcdError as exc:
             check.problems.append(f"output {output_path}: {exc}")
     return check
@@ -144,13 +178,17 @@ async def _check_commit(
 async def verify_table(store: ObjectStore) -> VerifyReport:
     """Check every tagged commit still in the log (tags do not survive into checkpoints)."""
     snapshot = await load_snapshot(store)
-    options = rewrite_settings(snapshot, table_config(snapshot), CompactionPolicy()).read
+    ctx = _Context(
+        store,
+        rewrite_settings(snapshot, table_config(snapshot), CompactionPolicy()).read,
+        frozenset(snapshot.files),
+    )
     checks = []
     for path in await list_log(store):
         if path.kind is not LogKind.COMMIT:
             continue
         actions = await read_commit(store, path.version, table=store.root)
-        check = await _check_commit(store, path.version, actions, options)
+        check = await _check_commit(ctx, path.version, actions)
         if check is not None:
             checks.append(check)
     return VerifyReport(store.root, tuple(checks))

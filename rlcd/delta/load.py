@@ -9,6 +9,7 @@ the table, version and file.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from rlcd.delta.actions import Action, ActionError, AddFile, Sidecar, parse_commit
+from rlcd.delta.actions import Action, ActionError, AddFile, CommitInfo, Sidecar, parse_commit
 from rlcd.delta.checkpoint import checkpoint_actions
 from rlcd.delta.dv.codec import dv_byte_range, load_dv
 from rlcd.delta.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, LogKind, LogPath
@@ -196,7 +197,7 @@ async def _read_checkpoint(store: ObjectStore, segment: LogSegment, *, table: st
                 (
                     lambda s=s: _read_checkpoint_file(
                         store,
-                        f"{SIDECAR_DIR}/{unquote(s.path)}",
+                        _sidecar_key(store.root, s.path, table=table, version=version),
                         "parquet",
                         table=table,
                         version=version,
@@ -207,6 +208,18 @@ async def _read_checkpoint(store: ObjectStore, segment: LogSegment, *, table: st
         )
         actions.extend(a for part in more for a in part)
     return actions
+
+
+def _sidecar_key(root: str, path: str, *, table: str, version: int) -> str:
+    """A sidecar's key: its path is relative to ``_delta_log/_sidecars/`` or absolute (§1.5)."""
+    if "://" not in path and not path.startswith(("/", "file:")):
+        return f"{SIDECAR_DIR}/{unquote(path)}"
+    key = object_key(root, path)
+    if key is None:
+        raise CorruptLogError(
+            f"sidecar {path} lies outside the table", table=table, version=version
+        )
+    return key
 
 
 async def _read_commits(
@@ -226,15 +239,7 @@ async def load_snapshot(store: ObjectStore, *, version: int | None = None) -> Sn
         UnsupportedFeatureError: the protocol asks for features rlcd cannot read.
     """
     table = store.root
-    hint = await _last_checkpoint_version(store)
-    if hint is not None and (version is None or hint <= version):
-        paths = await list_log(store, after_version=hint)
-        segment = build_segment(paths, table=table, version=version) if paths else None
-        if segment is None or segment.checkpoint_version != hint:
-            hint = None  # the hint lied: the checkpoint it names is not there
-    if hint is None:
-        segment = build_segment(await list_log(store), table=table, version=version)
-    assert segment is not None
+    segment = await _segment(store, version, table=table)
     checkpoint = None
     if segment.checkpoint:
         assert segment.checkpoint_version is not None
@@ -243,9 +248,34 @@ async def load_snapshot(store: ObjectStore, *, version: int | None = None) -> Sn
             await _read_checkpoint(store, segment, table=table),
         )
     commits = await _read_commits(store, segment.commits, table=table)
-    snapshot = replay(table, commits, checkpoint=checkpoint)
+    snapshot = await _with_commit_info(store, replay(table, commits, checkpoint=checkpoint))
     table_config(snapshot).ensure_readable()
     return snapshot
+
+
+async def _segment(store: ObjectStore, version: int | None, *, table: str) -> LogSegment:
+    """The segment to load, listing from ``_last_checkpoint``'s version when that hint holds
+    (the checkpoint it names is listed and complete), else from the start of the log."""
+    hint = await _last_checkpoint_version(store)
+    if hint is not None and (version is None or hint <= version):
+        paths = await list_log(store, after_version=hint)
+        try:
+            segment = build_segment(paths, table=table, version=version)
+        except CorruptLogError:
+            segment = None  # e.g. the hinted checkpoint lost a part: not a usable start
+        if segment is not None and segment.checkpoint_version == hint:
+            return segment
+    return build_segment(await list_log(store), table=table, version=version)
+
+
+async def _with_commit_info(store: ObjectStore, snapshot: Snapshot) -> Snapshot:
+    """With in-commit timestamps, the next commit needs this version's timestamp (§5.4): when a
+    checkpoint covered the version, read its commitInfo from the JSON commit."""
+    if snapshot.commit_info is not None or not table_config(snapshot).in_commit_timestamps:
+        return snapshot
+    actions = await read_commit(store, snapshot.version, table=snapshot.table)
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    return dataclasses.replace(snapshot, commit_info=info)
 
 
 async def update_snapshot(store: ObjectStore, snapshot: Snapshot) -> Snapshot:

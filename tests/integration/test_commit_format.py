@@ -154,3 +154,71 @@ async def test_unproven_composition_commits_untagged_and_says_so(tmp_path: Path)
     warned = {e["bin"] for e in logs if e["event"] == "bin_committed_untagged"}
     assert warned == {b.bin.bin_id for b in report.committed}
     assert verification.ok and verification.commits == ()
+
+
+async def test_in_commit_timestamps_after_a_checkpoint(tmp_path: Path) -> None:
+    """When a checkpoint covers the latest version, its ICT is still read from the commit."""
+    import deltalake
+
+    partitioned(tmp_path)
+    future = 4_102_444_800_000
+    enabling = [
+        {"commitInfo": {"timestamp": future, "inCommitTimestamp": future, "operation": "SET"}},
+        {
+            "protocol": {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["inCommitTimestamp", "appendOnly", "invariants"],
+            }
+        },
+    ]
+    meta = next(a for a in _commit(tmp_path, 0) if "metaData" in a)
+    meta["metaData"]["configuration"] = {"delta.enableInCommitTimestamps": "true"}
+    enabling.append(meta)
+    (tmp_path / "_delta_log" / f"{8:020d}.json").write_text(
+        "".join(json.dumps(a) + "\n" for a in enabling)
+    )
+    deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
+    assert (tmp_path / "_delta_log" / f"{8:020d}.checkpoint.parquet").exists()
+    version = await _compact(tmp_path)
+    assert _commit(tmp_path, version)[0]["commitInfo"]["inCommitTimestamp"] == future + 1
+
+
+async def test_stale_last_checkpoint_hint_falls_back_to_the_full_log(copy_fixture) -> None:
+    """A hint naming a checkpoint that lost a part is ignored: the table loads from commits."""
+    from rlcd.delta.load import load_snapshot
+
+    path = copy_fixture("multi-part-checkpoint")
+    (path / "_delta_log" / "00000000000000000001.checkpoint.0000000002.0000000002.parquet").unlink()
+    async with LocalStore(path) as store:
+        snapshot = await load_snapshot(store)
+    assert snapshot.version == 1 and len(snapshot.files) == 10
+
+
+async def test_verify_flags_a_live_output_that_is_missing(tmp_path: Path) -> None:
+    """An output the table still needs but storage lost is a problem, not a skip."""
+    partitioned(tmp_path)
+    version = await _compact(tmp_path)
+    output = next(a["add"]["path"] for a in _commit(tmp_path, version) if "add" in a)
+    (tmp_path / output).unlink()
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert not report.ok
+    assert f"output {output} is live in the table but missing" in report.commits[0].problems
+
+
+async def test_verify_treats_nan_as_equal_to_itself(tmp_path: Path) -> None:
+    """Rows holding NaN verify: the same NaN in source and output is the same row."""
+    import pyarrow as pa
+
+    from tests.integration.tables import append
+
+    for i in range(3):
+        append(
+            tmp_path, pa.table({"x": [float("nan"), float(i)], "y": pa.array([i, i], pa.int64())})
+        )
+    version = await _compact(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert report.ok, report
+    assert report.commits[0].version == version and report.commits[0].sources_checked == 3

@@ -20,7 +20,8 @@ from rlcd.compaction.compact import compact_table
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.verify import verify_table
-from rlcd.storage import LocalStore
+from rlcd.errors import TransientStorageError
+from rlcd.storage import LocalStore, PutResult
 from tests.integration.tables import (
     append,
     batch,
@@ -113,3 +114,32 @@ async def test_bad_source_aborts_its_bin_only(tmp_path: Path, damage: str) -> No
     # (readers cannot scan partition a any more: its file is damaged; prune it away)
     part_b = deltalake.DeltaTable(str(tmp_path)).scan(predicate="part = 'b'").read_all()
     assert rows_of(pa.table(part_b)) == expected_b
+
+
+class LostResponseStore(LocalStore):
+    """A store whose first commit put lands but answers with a transient error, as when the
+    connection drops after S3 stored the object."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.failed = False
+
+    async def put_if_absent(self, key: str, data: bytes) -> PutResult:
+        result = await super().put_if_absent(key, data)
+        if key.startswith("_delta_log/") and not self.failed:
+            self.failed = True
+            raise TransientStorageError("connection reset", operation="put_if_absent", key=key)
+        return result
+
+
+async def test_a_commit_whose_response_was_lost_is_recognised(tmp_path: Path) -> None:
+    """The put landed but the store said it failed: rlcd finds its own commit (same bytes,
+    same txnId) instead of reporting a failure or committing twice."""
+    partitioned(tmp_path)
+    async with LostResponseStore(tmp_path) as store:
+        report = await compact_table(store, POLICY)
+        assert store.failed
+        assert (await verify_table(store)).ok
+    assert report.committed_version == report.read_version + 1 and not report.failed
+    assert not (tmp_path / "_delta_log" / f"{report.read_version + 2:020d}.json").exists()
+    assert sum(delta_rs_rows(tmp_path).values()) == 400
