@@ -4,7 +4,8 @@ One commit carries every finished bin (design §7). When the put loses, the winn
 classified (:mod:`rlcd.compaction.classify`): bins no winner touched are retried at the next
 version, the others are aborted and their outputs deleted. An ambiguous put (the store failed
 after retries, so the commit may or may not have landed) is settled by putting the same bytes
-again and comparing the ``txnId`` of whatever holds the version with ours. A commit is never partial and never names a missing file.
+again and comparing the ``txnId`` of whatever holds the version with ours. A commit is never
+partial and never names a missing file.
 """
 
 from __future__ import annotations
