@@ -18,7 +18,7 @@ import structlog
 from rlcd.compaction.commit import CommitOutcome, commit_bins
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
-from rlcd.compaction.rewrite import RewriteSettings, RewrittenBin, rewrite_bin
+from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
 from rlcd.compaction.source import ReadOptions
 from rlcd.compaction.stats import stats_spec
 from rlcd.delta.load import load_snapshot, table_config
@@ -150,14 +150,19 @@ async def compact_table(
     done: list[RewrittenBin] = []
     failed: list[BinFailure] = []
     slots = anyio.CapacityLimiter(bin_concurrency)
+    shares = BinShares(bin_concurrency, len(bins))
 
     async def one(b: Bin) -> None:
         async with slots:
             try:
-                done.append(await rewrite_bin(store, b, settings))
+                done.append(await rewrite_bin(store, b, settings, shares=shares))
             except RlcdError as exc:
                 failed.append(BinFailure(b, str(exc)))
                 log.warning("bin_failed", table=store.root, bin=b.bin_id, error=str(exc))
+            except Exception as exc:  # one bin's surprise must not sink the whole run
+                reason = f"unexpected {type(exc).__name__} while rewriting: {exc}"
+                failed.append(BinFailure(b, reason))
+                log.exception("bin_failed", table=store.root, bin=b.bin_id, error=reason)
         if on_bin_done is not None:
             on_bin_done(b)
 

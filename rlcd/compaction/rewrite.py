@@ -13,10 +13,11 @@ output behind.
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import anyio
@@ -29,15 +30,33 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from rlcd._tasks import primary_error
 from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
 from rlcd.compaction.plan import Bin
-from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
+from rlcd.compaction.source import (
+    DecodedSource,
+    FetchedSource,
+    ReadOptions,
+    fetch_source,
+    memory_pool,
+)
 from rlcd.compaction.stats import StatsAccumulator, StatsSpec
 from rlcd.delta.partitions import encode_uri_path, partition_dir
+from rlcd.errors import RlcdError
 from rlcd.storage.base import ObjectStore, ObjectWriter
 
-__all__ = ("RewriteSettings", "RewrittenBin", "rewrite_bin", "output_key")
+__all__ = (
+    "RewriteSettings",
+    "RewrittenBin",
+    "BinShares",
+    "rewrite_bin",
+    "output_key",
+    "ROW_GROUP_BYTES",
+    "HANDOFF_BYTES",
+)
 
 _SINK_BUFFER = 1024 * 1024
-_DECODED_AHEAD = 4
+_SINK_AHEAD = 2
+HANDOFF_BYTES = 6 * 1024 * 1024
+"""Decoded batches a bin may hold between its decode and encode stages (a few source files'
+worth), unless :class:`BinShares` gives it more."""
 ROW_GROUP_BYTES = 32 * 1024 * 1024
 """A row group is written once it holds this many bytes of Arrow data, even if it has fewer
 rows than the policy's ``row_group_rows``: this bounds the rows a bin holds in memory."""
@@ -100,29 +119,41 @@ def output_key(bin: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
 
 
 class _ThreadSink:
-    """A write-only file for pyarrow, used from a worker thread: it buffers small writes and
-    hands them to the async object writer on the event loop (blocking the thread meanwhile,
-    which is the back-pressure)."""
+    """The file pyarrow's writer writes to, from the encode thread, behind a native buffer (see
+    :class:`_Encoder`), so it is called once per ``_SINK_BUFFER`` bytes rather than once per
+    page. Each chunk goes to the upload task through a small stream: the encode thread blocks
+    only while ``_SINK_AHEAD`` chunks wait (the back-pressure), never on the upload itself."""
 
-    def __init__(self, writer: ObjectWriter) -> None:
-        self._writer = writer
-        self._buffer = bytearray()
+    def __init__(self, send: ObjectSendStream[Any]) -> None:
+        self._send = send
         self.closed = False
+        self.broken = False  # the upload task ended early (it failed, or was cancelled)
 
     def write(self, data: Any) -> int:
-        self._buffer += data
-        if len(self._buffer) >= _SINK_BUFFER:
-            self.flush()
-        return len(data)
+        # `data` is bytes pyarrow copied out of its buffer, or a pyarrow Buffer it handed over:
+        # either way it stays valid until the upload wrote it
+        size = len(data)
+        if size:
+            try:
+                anyio.from_thread.run(self._send.send, data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.broken = True
+                raise
+        return size
 
     def flush(self) -> None:
-        if self._buffer:
-            chunk, self._buffer = bytes(self._buffer), bytearray()
-            anyio.from_thread.run(self._writer.write, chunk)
+        pass
 
     def close(self) -> None:
-        self.flush()
         self.closed = True
+
+
+async def _upload(chunks: ObjectReceiveStream[Any], writer: ObjectWriter) -> None:
+    """Write the encoded chunks, in order, to the object writer. Ending in any way closes
+    ``chunks``, which stops an encode thread that still hands chunks in."""
+    async with chunks:
+        async for chunk in chunks:
+            await writer.write(chunk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +174,8 @@ class _Encoder:
     def __init__(self, settings: RewriteSettings, sink: _ThreadSink) -> None:
         self.settings = settings
         self.sink = sink
+        self._out = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=_SINK_BUFFER)
+        self.closed = False
         self.counter = BatchCounter(enabled=settings.count_rows)
         self.writer: pq.ParquetWriter | None = None
         self.rows = 0
@@ -179,12 +212,12 @@ class _Encoder:
             self._writer().write_table(table, row_group_size=table.num_rows)
             self.rows += table.num_rows
             del table
-            pa.default_memory_pool().release_unused()  # keep the bin's RSS at one row group
+            memory_pool().release_unused()  # keep the bin's RSS at one row group
 
     def _writer(self) -> pq.ParquetWriter:
         if self.writer is None:
             self.writer = pq.ParquetWriter(
-                self.sink,
+                self._out,
                 self.settings.read.target,
                 compression=self.settings.codec,
                 dictionary_pagesize_limit=self.settings.dictionary_page_limit,
@@ -194,10 +227,12 @@ class _Encoder:
         return self.writer
 
     def close(self) -> None:
+        """Write the last row group and the footer, and flush every byte to the sink."""
         self._flush_row_group()
         if self.writer is not None:
             self.writer.close()
-        self.sink.close()
+        self._out.close()
+        self.closed = True
 
 
 async def _prefetch(
@@ -206,65 +241,204 @@ async def _prefetch(
     settings: RewriteSettings,
     send: ObjectSendStream[FetchedSource],
 ) -> None:
-    """Fetch the sources in order into ``send``. On failure the stream is left open (the bin
-    closes it), so the consumer is cancelled by the failure instead of seeing an early end."""
-    for add in bin.sources:
-        fetched = await fetch_source(store, add, settings.read, version=settings.version)
-        try:
-            await send.send(fetched)
-        except BaseException:
-            fetched.close()
-            raise
-    await send.aclose()
+    """Fetch the sources in order into ``send``. Ending in any way closes the stream: the decode
+    thread, waiting for a source that will not come, stops (the failure is reported by this
+    task, or the cancellation by the bin)."""
+    with send:
+        for add in bin.sources:
+            fetched = await fetch_source(store, add, settings.read, version=settings.version)
+            try:
+                await send.send(fetched)
+            except BaseException:
+                fetched.close()
+                raise
 
 
-def _next_batch(
-    batches: Iterator[pa.RecordBatch], stats: StatsAccumulator
-) -> pa.RecordBatch | None:
-    batch = next(batches, None)
-    if batch is not None and batch.num_rows:
-        stats.update(batch)
-    return batch
+class _Aborted(Exception):
+    """The other end of a :class:`_Handoff` failed; its own error is the one reported."""
 
 
-async def _decode(
+class BinShares:
+    """The batch memory of a compaction run's concurrent bins, shared out.
+
+    Each running bin holds one row group being filled (up to :data:`ROW_GROUP_BYTES`) and up to
+    ``HANDOFF_BYTES`` of decoded batches waiting for its encoder. Once fewer bins remain than
+    run at once, the remaining bins get the absent bins' shares as room between their stages:
+    the encoder writes a row group in one burst, and with room the decode stage keeps running
+    meanwhile, so the last bin of a run (or the only one) keeps two cores busy. The run's
+    bound stays ``concurrency * (ROW_GROUP_BYTES + HANDOFF_BYTES)``.
+
+    Create one per run with the number of bins that may run at once and the number planned;
+    pass it to every :func:`rewrite_bin` of the run. Thread-safe.
+    """
+
+    def __init__(self, concurrency: int, bins: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency {concurrency} is below 1")
+        self._concurrency = concurrency
+        self._remaining = bins
+        self._lock = threading.Lock()
+        self._handoffs: set[_Handoff] = set()
+
+    def handoff_bytes(self) -> int:
+        """How many bytes of batches a running bin may hold between its stages now."""
+        running = max(1, min(self._concurrency, self._remaining))
+        share = ROW_GROUP_BYTES + HANDOFF_BYTES
+        return share * self._concurrency // running - ROW_GROUP_BYTES
+
+    def _join(self, handoff: _Handoff) -> None:
+        with self._lock:
+            self._handoffs.add(handoff)
+
+    def _leave(self, handoff: _Handoff) -> None:
+        """A bin is done (written or failed): the bins still running may get more room."""
+        with self._lock:
+            self._handoffs.discard(handoff)
+            self._remaining -= 1
+            waiting = list(self._handoffs)
+        for other in waiting:
+            other.wake()
+
+
+class _Handoff:
+    """A FIFO from the decode thread to the encode thread, bounded in bytes (a batch always
+    fits into an empty one).
+
+    The two stages hand batches to each other directly, without a round trip through the event
+    loop per batch. ``abort`` (called by a stage that fails) wakes the other stage, which then
+    stops with :class:`_Aborted`.
+    """
+
+    def __init__(self, shares: BinShares | None) -> None:
+        self._items: deque[tuple[_Item, int]] = deque()
+        self._bytes = 0
+        self._shares = shares
+        self._ready = threading.Condition()
+        self._closed = False
+        self.aborted = False
+
+    def _limit(self) -> int:
+        return HANDOFF_BYTES if self._shares is None else self._shares.handoff_bytes()
+
+    def put(self, item: _Item) -> None:
+        size = item[1].nbytes if isinstance(item, tuple) else 0
+        with self._ready:
+            while self._items and self._bytes + size > self._limit() and not self.aborted:
+                self._ready.wait()
+            if self.aborted:
+                raise _Aborted
+            self._items.append((item, size))
+            self._bytes += size
+            self._ready.notify_all()
+
+    def get(self) -> _Item | None:
+        """The next item; None once the decode stage closed the handoff and all were taken."""
+        with self._ready:
+            while not self._items and not self._closed and not self.aborted:
+                self._ready.wait()
+            if self.aborted:
+                raise _Aborted
+            if not self._items:
+                return None
+            item, size = self._items.popleft()
+            self._bytes -= size
+            self._ready.notify_all()
+            return item
+
+    def close(self) -> None:
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
+    def abort(self) -> None:
+        with self._ready:
+            self.aborted = True
+            self._ready.notify_all()
+
+    def wake(self) -> None:
+        """Have a waiting stage look at the limit again."""
+        with self._ready:
+            self._ready.notify_all()
+
+
+def _decode(
     bin: Bin,
     settings: RewriteSettings,
     sources: ObjectReceiveStream[FetchedSource],
-    items: ObjectSendStream[_Item],
+    handoff: _Handoff,
     stats: StatsAccumulator,
-    limiter: anyio.CapacityLimiter | None,
 ) -> None:
-    """Decode the fetched sources in order, a batch per worker-thread call, into ``items``.
+    """The decode stage, in one worker thread for the whole bin: take the fetched sources in
+    order from the event loop, decode each into conformed live batches, feed them to the stats
+    accumulator (here rather than on the encode side, to balance the stages) and hand them on.
 
-    Running beside the encode stage, it keeps a second core busy; ``items`` is small, so at
-    most a few decoded batches wait. Like the fetch stage, it closes its stream only on success.
+    One thread per stage keeps each stage's allocations in one thread's allocator caches, and
+    costs no event-loop round trip per batch.
     """
-    for index in range(len(bin.sources)):
-        fetched = await sources.receive()
+    try:
+        for index in range(len(bin.sources)):
+            try:
+                fetched = anyio.from_thread.run(sources.receive)
+            except anyio.EndOfStream:  # the fetch task failed or was cancelled
+                handoff.abort()
+                return
+            try:
+                decoded = DecodedSource(
+                    fetched, settings.read, table=settings.table, version=settings.version
+                )
+                handoff.put(_SourceStart(index, decoded.physical_rows))
+                # every batch is handed on, also one whose rows were all deleted: the batch
+                # counter observes it
+                for batch in decoded.batches():
+                    if batch.num_rows:
+                        stats.update(batch)
+                    handoff.put((index, batch))
+            finally:
+                fetched.close()
+        handoff.close()
+    except _Aborted:
+        return
+    except BaseException:
+        handoff.abort()
+        raise
+
+
+def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
+    """The encode stage, in one worker thread for the whole bin: every item into the encoder,
+    then close it (the last row group, the footer)."""
+    try:
+        while (item := handoff.get()) is not None:
+            encoder.accept(item)
+        encoder.close()
+    except _Aborted:
+        return
+    except BaseException:
+        handoff.abort()
+        if encoder.sink.broken:
+            return  # the upload task ended first: its failure or cancellation is reported
+        raise
+
+
+async def _stage(fn: Callable[..., None], args: tuple[Any, ...], limiter: Any) -> None:
+    """Run a stage in a worker thread whose calls into the event loop are never cancelled.
+
+    anyio does not cancel a ``from_thread`` call made after its scope was cancelled, so a
+    thread waiting there for a stream could wait forever. Instead, a stage ends on its own:
+    the fetch and upload tasks close their streams whenever they end, and a failure or
+    cancellation of the bin aborts the handoff (:func:`_abort_when_cancelled`).
+    """
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+
+
+async def _abort_when_cancelled(handoff: _Handoff, scope: anyio.CancelScope) -> None:
+    """Abort the handoff when the bin fails or is cancelled (or, harmlessly, when ``scope`` is
+    cancelled after the stages are done), so that both stage threads stop at their next batch."""
+    with scope:
         try:
-            decoded = await anyio.to_thread.run_sync(
-                partial(
-                    DecodedSource,
-                    fetched,
-                    settings.read,
-                    table=settings.table,
-                    version=settings.version,
-                ),
-                limiter=limiter,
-            )
-            await items.send(_SourceStart(index, decoded.physical_rows))
-            batches = decoded.batches()
-            while True:
-                # `is None`, not truthiness: a batch whose rows were all deleted is empty, not
-                # the end of the source
-                batch = await anyio.to_thread.run_sync(_next_batch, batches, stats, limiter=limiter)
-                if batch is None:
-                    break
-                await items.send((index, batch))
+            await anyio.sleep_forever()
         finally:
-            fetched.close()
-    await items.aclose()
+            handoff.abort()
 
 
 def _discard(receive: ObjectReceiveStream[FetchedSource]) -> None:
@@ -282,17 +456,35 @@ async def rewrite_bin(
     settings: RewriteSettings,
     *,
     limiter: anyio.CapacityLimiter | None = None,
+    shares: BinShares | None = None,
 ) -> RewrittenBin:
     """Write the bin's live rows, source after source, into one new object.
+
+    The decode and encode stages each run in one worker thread borrowed from ``limiter``
+    (anyio's default when None). ``shares`` is the run's :class:`BinShares`; without one the
+    bin holds at most ``HANDOFF_BYTES`` between its stages.
 
     Raises:
         CorruptDataError, DeletionVectorError: a source cannot be read; nothing is left behind.
         StorageError: the store failed; the upload is aborted.
     """
+    handoff = _Handoff(shares)
+    if shares is not None:
+        shares._join(handoff)
     try:
-        return await _rewrite(store, bin, settings, limiter)
+        return await _rewrite(store, bin, settings, limiter, handoff)
     except BaseExceptionGroup as group:
-        raise primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
+        raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
+    finally:
+        if shares is not None:
+            shares._leave(handoff)
+
+
+def _primary_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The failure to report: rlcd's own error where there is one. A failed upload also fails
+    the encode thread that was handing it a chunk; the upload's StorageError is the cause."""
+    found = group.subgroup(lambda e: isinstance(e, RlcdError))
+    return primary_error(found if found is not None else group)
 
 
 async def _rewrite(
@@ -300,26 +492,38 @@ async def _rewrite(
     bin: Bin,
     settings: RewriteSettings,
     limiter: anyio.CapacityLimiter | None,
+    handoff: _Handoff,
 ) -> RewrittenBin:
+    memory_pool()  # from here on, Arrow allocates in the rewrite's pool
     key = output_key(bin, settings.partition_columns, settings.codec)
     fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
         max(0, settings.prefetch - 1)
     )
-    item_send, item_receive = anyio.create_memory_object_stream[_Item](_DECODED_AHEAD)
-    with fetch_send, fetch_receive, item_send, item_receive:
-        async with store.open_writer(key) as writer, anyio.create_task_group() as tg:
-            encoder = _Encoder(settings, _ThreadSink(writer))
-            tg.start_soon(_prefetch, store, bin, settings, fetch_send)
-            stats = StatsAccumulator(settings.stats)
-            tg.start_soon(_decode, bin, settings, fetch_receive, item_send, stats, limiter)
+    chunk_send, chunk_receive = anyio.create_memory_object_stream[Any](_SINK_AHEAD)
+    stats = StatsAccumulator(settings.stats)
+    encoder = _Encoder(settings, _ThreadSink(chunk_send))
+    watch = anyio.CancelScope()
+    with fetch_send, fetch_receive, chunk_send, chunk_receive:
+        async with store.open_writer(key) as writer:
             try:
-                async for item in item_receive:
-                    await anyio.to_thread.run_sync(encoder.accept, item, limiter=limiter)
-                await anyio.to_thread.run_sync(encoder.close, limiter=limiter)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_upload, chunk_receive, writer)
+                    tg.start_soon(_prefetch, store, bin, settings, fetch_send)
+                    tg.start_soon(_abort_when_cancelled, handoff, watch)
+                    tg.start_soon(
+                        _stage, _decode, (bin, settings, fetch_receive, handoff, stats), limiter
+                    )
+                    try:
+                        await _stage(_encode, (encoder, handoff), limiter)
+                    finally:
+                        chunk_send.close()  # the upload task ends after the last chunk
+                        watch.cancel()
             except BaseException:
-                tg.cancel_scope.cancel()
                 _discard(fetch_receive)
                 raise
+            if not encoder.closed:  # a stage stopped early, but no task reported why
+                raise RuntimeError(f"rewrite of bin {bin.bin_id} stopped early")
+            # every task is done: the upload wrote every chunk
             rows = encoder.rows
             meta = await writer.complete() if rows else None
             if meta is None:

@@ -10,6 +10,7 @@ file objects: pyarrow can abort at exit after reading those, see pitfalls).
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
@@ -27,9 +29,37 @@ from rlcd.delta.schema import PARQUET_FIELD_ID_KEY
 from rlcd.errors import CorruptDataError, MissingDataFileError, NotFoundError
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("ReadOptions", "FetchedSource", "DecodedSource", "fetch_source", "conform_batch")
+__all__ = (
+    "ReadOptions",
+    "FetchedSource",
+    "DecodedSource",
+    "fetch_source",
+    "conform_batch",
+    "memory_pool",
+)
 
 _SPILL_CHUNK = 8 * 1024 * 1024
+
+
+@functools.cache
+def memory_pool() -> pa.MemoryPool:
+    """The Arrow memory pool rewrites decode and encode in, made the process's default on first
+    use: jemalloc where pyarrow has it (else pyarrow's default stays).
+
+    It has to be the default: pyarrow's Parquet reader and writer take their page, decompression
+    and encoding buffers from the default pool whatever pool they are given. A rewrite allocates
+    and frees tens of MiB per row group from several threads; with pyarrow's default mimalloc,
+    freed pages stayed with the thread that allocated them (peak RSS ~50 MiB higher on the bench
+    table) and were faulted in again after every release (2x the page faults, ~0.4 CPU-s of
+    kernel time per 340 MiB compacted). jemalloc reuses memory across threads and returns it to
+    the OS on a timer.
+    """
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without jemalloc (e.g. some macOS wheels)
+        return pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    return pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +150,14 @@ class DecodedSource:
         except (pa.ArrowException, OSError) as exc:
             raise CorruptDataError(f"not a readable Parquet file: {exc}", **self._where) from exc
         self.physical_rows: int = self._parquet.metadata.num_rows
+        file_fields = list(self._parquet.schema_arrow)
+        if options.by_field_id and file_fields and not any(map(_field_id, file_fields)):
+            # column mapping id mode resolves columns by field id: without ids every column
+            # would read as null, so refuse rather than guess by name
+            raise CorruptDataError(
+                "the file has no Parquet field ids, which column mapping id mode needs",
+                **self._where,
+            )
         dv = source.dv
         self._deleted = np.asarray(dv.to_array(), dtype=np.uint64) if len(dv) else None
         if len(dv) and dv.max() >= self.physical_rows:
@@ -133,7 +171,10 @@ class DecodedSource:
         options, start = self._options, 0
         try:
             for batch in self._parquet.iter_batches(
-                batch_size=options.batch_size, use_threads=True
+                # decoded in this (the decode stage's) thread: the bin's pipeline already keeps
+                # the cores busy, and Arrow's pool threads would add ~7% CPU for nothing
+                batch_size=options.batch_size,
+                use_threads=False,
             ):
                 n = batch.num_rows
                 mask = _live_mask(self._deleted, start, n)
@@ -169,10 +210,12 @@ def _field_id(f: pa.Field) -> int | None:
 
 
 def _find(fields: list[pa.Field], target: pa.Field, by_field_id: bool) -> int | None:
-    """Index of the source field that feeds ``target``: by field id, else name (then case)."""
+    """Index of the source field that feeds ``target``: by field id in id mode (names may
+    differ, e.g. tables converted from Iceberg), else by name, then ignoring case."""
     if by_field_id:
         want = _field_id(target)
-        return next((i for i, f in enumerate(fields) if _field_id(f) == want), None)
+        if want is not None:
+            return next((i for i, f in enumerate(fields) if _field_id(f) == want), None)
     for i, f in enumerate(fields):
         if f.name == target.name:
             return i
@@ -180,23 +223,71 @@ def _find(fields: list[pa.Field], target: pa.Field, by_field_id: bool) -> int | 
     return next((i for i, f in enumerate(fields) if f.name.lower() == lowered), None)
 
 
+def _is_list(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
+
+
+def _missing(field: pa.Field, n: int) -> pa.Array:
+    """``n`` values for a column the file does not have: null where the field may be null, else
+    a typed default no reader sees. A missing struct is null but still has children, and a
+    non-nullable child must hold no null even under a null parent (Parquet writers check)."""
+    t = field.type
+    if pa.types.is_struct(t):
+        children = [_missing(c, n) for c in t]
+        mask = pa.array(np.ones(n, dtype=bool)) if field.nullable else None
+        return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
+    if field.nullable:
+        return pa.nulls(n, t)
+    if _is_list(t) or pa.types.is_map(t):
+        return pa.array([[]] * n, t)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.array([""] * n, t)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.array([b""] * n, t)
+    if pa.types.is_boolean(t):
+        return pa.array(np.zeros(n, dtype=bool))
+    return pc.cast(pa.array(np.zeros(n, dtype=np.int64)), t)
+
+
+def _rebased(array: pa.Array) -> tuple[pa.Array, int, int]:
+    """A list or map array's offsets starting at 0, and the child range they cover (arrays
+    built from a slice's own offsets would be rejected)."""
+    offsets = array.offsets
+    start = offsets[0].as_py()
+    return pc.subtract(offsets, start), start, offsets[-1].as_py() - start
+
+
 def _conform(array: pa.Array | None, target: pa.Field, n: int, by_field_id: bool) -> pa.Array:
-    """``array`` reshaped to ``target``: missing columns as nulls, structs field by field (added,
-    dropped and reordered nested fields), anything else cast (Delta type widening)."""
+    """``array`` reshaped to ``target``: missing columns as nulls, and struct fields matched one
+    by one (by field id in id mode, else by name) at every depth, through lists and maps too,
+    so added, dropped, renamed and reordered nested fields land where the schema says. Only
+    leaves are cast (Delta type widening): pyarrow's struct casts match by name and would fill
+    unmatched fields with nulls silently."""
     if array is None:
-        return pa.nulls(n, target.type)
-    if pa.types.is_struct(target.type) and pa.types.is_struct(array.type):
+        return _missing(target, n)
+    t, mask = target.type, (array.is_null() if array.null_count else None)
+    if pa.types.is_struct(t) and pa.types.is_struct(array.type):
         fields = list(array.type)
         children = []
-        for child in target.type:
+        for child in t:
             i = _find(fields, child, by_field_id)
             children.append(
                 _conform(array.field(i) if i is not None else None, child, n, by_field_id)
             )
-        mask = array.is_null() if array.null_count else None
-        return pa.StructArray.from_arrays(children, fields=list(target.type), mask=mask)
-    if array.type != target.type:
-        return array.cast(target.type)
+        return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
+    if _is_list(t) and _is_list(array.type):
+        offsets, start, length = _rebased(array)
+        values = _conform(array.values.slice(start, length), t.value_field, length, by_field_id)
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        width = pa.int64() if pa.types.is_large_list(t) else pa.int32()
+        return cls.from_arrays(offsets.cast(width), values, type=t, mask=mask)
+    if pa.types.is_map(t) and pa.types.is_map(array.type):
+        offsets, start, length = _rebased(array)
+        keys = _conform(array.keys.slice(start, length), t.key_field, length, by_field_id)
+        items = _conform(array.items.slice(start, length), t.item_field, length, by_field_id)
+        return pa.MapArray.from_arrays(offsets.cast(pa.int32()), keys, items, type=t, mask=mask)
+    if array.type != t:
+        return array.cast(t)
     return array
 
 

@@ -66,22 +66,34 @@ class MultipartWriter:
         self.key = key
         self._sink = sink
         self._part_size = part_size
-        self._buffer = bytearray()
+        # the part being filled, as pieces of immutable bytes (or views of them): a part is
+        # copied once, when it is sent, instead of on every write and again when sent
+        self._pieces: list[bytes | memoryview] = []
+        self._buffered = 0
         self._upload_id: str | None = None
         self._tags: list[str] = []
         self._finished = False
 
     async def write(self, data: bytes) -> None:
-        """Append bytes, sending each part as it fills."""
+        """Append bytes, sending each part as it fills. ``data`` may be any bytes-like object;
+        the writer keeps ``bytes`` as they are and copies anything else (which could change)."""
         self._check_open("write")
-        view = memoryview(data)
+        piece: bytes | memoryview = data if type(data) is bytes else bytes(data)
         try:
-            while len(self._buffer) + len(view) >= self._part_size:
-                take = self._part_size - len(self._buffer)
-                self._buffer += view[:take]
-                view = view[take:]
+            while self._buffered + len(piece) >= self._part_size:
+                take = self._part_size - self._buffered
+                if take < len(piece):
+                    view = memoryview(piece)
+                    self._pieces.append(view[:take])
+                    piece = view[take:]
+                else:
+                    self._pieces.append(piece)
+                    piece = b""
+                self._buffered += take
                 await self._send_buffer()
-            self._buffer += view
+            if piece:
+                self._pieces.append(piece)
+                self._buffered += len(piece)
         except BaseException:
             await self._abort_quietly()
             raise
@@ -92,22 +104,21 @@ class MultipartWriter:
         self._finished = True
         try:
             if self._upload_id is None:
-                meta = await self._sink.put_whole(self.key, bytes(self._buffer))
+                meta = await self._sink.put_whole(self.key, self._take_buffer())
             else:
-                if self._buffer:
+                if self._buffered:
                     await self._send_buffer()
                 meta = await self._sink.complete_upload(self.key, self._upload_id, self._tags)
                 self._upload_id = None
         except BaseException:
             await self._abort_quietly()
             raise
-        self._buffer = bytearray()
         return meta
 
     async def abort(self) -> None:
         """Drop everything written; a no-op once completed or aborted."""
         self._finished = True
-        self._buffer = bytearray()
+        self._pieces, self._buffered = [], 0
         if self._upload_id is not None:
             await self._sink.abort_upload(self.key, self._upload_id)
             self._upload_id = None
@@ -132,9 +143,18 @@ class MultipartWriter:
         if self._upload_id is None:
             self._upload_id = await self._sink.start_upload(self.key)
         number = len(self._tags) + 1
-        tag = await self._sink.upload_part(self.key, self._upload_id, number, bytes(self._buffer))
+        tag = await self._sink.upload_part(self.key, self._upload_id, number, self._take_buffer())
         self._tags.append(tag)
-        self._buffer.clear()
+
+    def _take_buffer(self) -> bytes:
+        """The buffered bytes as one object (a lone ``bytes`` piece is not copied); empties the
+        buffer."""
+        pieces = self._pieces
+        self._pieces, self._buffered = [], 0
+        if len(pieces) == 1 and type(pieces[0]) is bytes:
+            return pieces[0]
+        # joining only `bytes` lets CPython copy without holding the GIL
+        return b"".join(pieces)
 
     async def _abort_quietly(self) -> None:
         """Abort during error handling: shielded and bounded, and logging (not raising) its own

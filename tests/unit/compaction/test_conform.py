@@ -1,0 +1,89 @@
+"""Conforming source batches to the table's physical schema, at every depth."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyroaring import BitMap64
+
+from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, conform_batch
+from rlcd.delta.actions import AddFile
+from rlcd.errors import CorruptDataError
+
+
+def fid(i: int) -> dict[bytes, bytes]:
+    return {b"PARQUET:field_id": str(i).encode()}
+
+
+def test_id_mode_matches_nested_fields_by_id_through_lists_and_maps() -> None:
+    """Renamed fields inside list<struct> and map<_, struct> keep their values in id mode."""
+    element = pa.struct([pa.field("old-v", pa.int64(), metadata=fid(3))])
+    source = pa.record_batch(
+        {
+            "old-arr": pa.array(
+                [[{"old-v": 10}], [{"old-v": 20}, None], None],
+                pa.list_(pa.field("element", element)),
+            ),
+            "old-m": pa.array([[("a", {"old-v": 1})], None, []], pa.map_(pa.string(), element)),
+        }
+    )
+    source = source.rename_columns(["old-arr", "old-m"])
+    schema = pa.schema(
+        [f.with_metadata(fid(i)) for i, f in zip((2, 4), source.schema, strict=True)]
+    )
+    source = pa.RecordBatch.from_arrays(source.columns, schema=schema)
+    v = pa.field("col-v", pa.int64(), metadata=fid(3))
+    extra = pa.field("added", pa.int32())
+    target = pa.schema(
+        [
+            pa.field(
+                "col-arr", pa.list_(pa.field("element", pa.struct([v, extra]))), metadata=fid(2)
+            ),
+            pa.field("col-m", pa.map_(pa.string(), pa.struct([extra, v])), metadata=fid(4)),
+        ]
+    )
+    out = conform_batch(source.slice(1), target, by_field_id=True)
+    assert out.schema == target
+    assert out.column(0).to_pylist() == [[{"col-v": 20, "added": None}, None], None]
+    assert out.column(1).to_pylist() == [None, []]
+    full = conform_batch(source, target, by_field_id=True)
+    assert full.column(1).to_pylist()[0] == [("a", {"added": None, "col-v": 1})]
+
+
+def test_missing_struct_with_required_children_writes() -> None:
+    """A struct column older files lack is null, and its required children hold no null."""
+    target = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field(
+                "s",
+                pa.struct(
+                    [
+                        pa.field("a", pa.int64(), nullable=False),
+                        pa.field("b", pa.string(), nullable=False),
+                    ]
+                ),
+            ),
+        ]
+    )
+    out = conform_batch(pa.record_batch({"id": [1, 2]}), target, by_field_id=False)
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_batches([out]), sink)
+    back = pq.read_table(pa.BufferReader(sink.getvalue()))
+    assert back.to_pylist() == [{"id": 1, "s": None}, {"id": 2, "s": None}]
+
+
+def test_id_mode_refuses_files_without_field_ids() -> None:
+    """In id mode a file without field ids cannot be matched: refuse, naming the file."""
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"a": [1, 2]}), sink)
+    fetched = FetchedSource(
+        AddFile(path="f.parquet", size=1), "f.parquet", BitMap64(), data=sink.getvalue()
+    )
+    target = pa.schema([pa.field("col-1", pa.int64(), metadata=fid(1))])
+    with pytest.raises(CorruptDataError, match="no Parquet field ids") as info:
+        DecodedSource(fetched, ReadOptions(target=target, by_field_id=True), table="t", version=3)
+    assert info.value.path == "f.parquet"
