@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(os.environ.get("RLCD_FIXTURES", ROOT.parent / "shared" / "fixtures" / "delta"))
+FIXTURES = Path(
+    os.environ.get("RLCD_FIXTURES", ROOT.parent / "shared" / "fixtures" / "delta")
+).resolve()  # readers report real paths; a symlinked shared/ must compare equal
 
 
 def fixture_table(name: str) -> Path:
