@@ -1,18 +1,24 @@
 """Streaming rewrite of one bin into one Parquet file.
 
-A bin is a three-stage pipeline joined by small memory object streams: fetch (async IO,
-``prefetch`` sources ahead), decode (Parquet to conformed live batches, in worker threads) and
-encode (counter, row group, Parquet writer, in worker threads), whose bytes go out through
-the store's multipart writer as they are produced. Decode and encode run on two cores at once.
-At any time the bin holds at most ``prefetch`` fetched sources, a few decoded batches, one row
-group (bounded in rows and bytes) and one upload part: never the whole bin. Each batch passes
-the stats accumulator (decode side, to balance the stages) and the batch counter (encode side,
-design §2) on its way to the writer. Any failure aborts the upload, so a failed bin leaves no
-output behind.
+A bin is a pipeline: fetch (an async task, ``prefetch`` sources ahead), decode (one worker
+thread for the whole bin: Parquet to conformed live batches, fed to the stats accumulator),
+encode (one worker thread: batch counter, row group, Parquet writer) and, unless the store is
+local, upload (an async task feeding the store's multipart writer). Decode hands its batches
+straight to encode through a byte-bounded handoff, with no event-loop round trip per batch, so
+the two stages keep two cores busy. A local store's sources are opened in place and its output
+file is written by pyarrow itself: no data passes through Python objects or the event loop.
+
+At any time the bin holds at most ``prefetch`` fetched sources, ``HANDOFF_BYTES`` of decoded
+batches (more for the last bins of a run, see :class:`BinShares`), one row group (bounded in
+rows and bytes) and, when uploading, a few chunks and one part: never the whole bin. Every
+batch, also one emptied by a DV, passes the stats accumulator and the batch counter (design
+§2). Any failure or cancellation stops both threads and aborts the output, so a failed bin
+leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections import deque
@@ -22,10 +28,12 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
 from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
@@ -41,6 +49,7 @@ from rlcd.compaction.stats import StatsAccumulator, StatsSpec
 from rlcd.delta.partitions import encode_uri_path, partition_dir
 from rlcd.errors import RlcdError
 from rlcd.storage.base import ObjectStore, ObjectWriter
+from rlcd.storage.local import LocalFileWriter, LocalStore
 
 __all__ = (
     "RewriteSettings",
@@ -127,18 +136,15 @@ class _ThreadSink:
     def __init__(self, send: ObjectSendStream[Any]) -> None:
         self._send = send
         self.closed = False
-        self.broken = False  # the upload task ended early (it failed, or was cancelled)
+        self.dropping = False  # the bin failed: what pyarrow still flushes goes nowhere
 
     def write(self, data: Any) -> int:
         # `data` is bytes pyarrow copied out of its buffer, or a pyarrow Buffer it handed over:
-        # either way it stays valid until the upload wrote it
+        # either way it stays valid until the upload wrote it. Once the upload task ended (it
+        # failed, or was cancelled), this raises BrokenResourceError through pyarrow.
         size = len(data)
-        if size:
-            try:
-                anyio.from_thread.run(self._send.send, data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.broken = True
-                raise
+        if size and not self.dropping:
+            anyio.from_thread.run(self._send.send, data)
         return size
 
     def flush(self) -> None:
@@ -146,6 +152,10 @@ class _ThreadSink:
 
     def close(self) -> None:
         self.closed = True
+
+
+def _native(sink: _ThreadSink) -> pa.NativeFile:
+    return pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=_SINK_BUFFER)
 
 
 async def _upload(chunks: ObjectReceiveStream[Any], writer: ObjectWriter) -> None:
@@ -168,13 +178,14 @@ _Item = _SourceStart | tuple[int, pa.RecordBatch]
 
 
 class _Encoder:
-    """The encode stage's state, touched from worker threads one call at a time: the batch
-    counter, the stats accumulator, the row group being filled and the Parquet writer."""
+    """The encode stage's state, used by its thread only: the batch counter, the row group
+    being filled and the Parquet writer."""
 
-    def __init__(self, settings: RewriteSettings, sink: _ThreadSink) -> None:
+    def __init__(self, settings: RewriteSettings, sink: str | _ThreadSink) -> None:
+        """``sink`` is a local file to write natively, or the sink of an upload task."""
         self.settings = settings
-        self.sink = sink
-        self._out = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=_SINK_BUFFER)
+        self._sink = sink
+        self._out: str | pa.NativeFile = sink if isinstance(sink, str) else _native(sink)
         self.closed = False
         self.counter = BatchCounter(enabled=settings.count_rows)
         self.writer: pq.ParquetWriter | None = None
@@ -230,16 +241,30 @@ class _Encoder:
         """Write the last row group and the footer, and flush every byte to the sink."""
         self._flush_row_group()
         if self.writer is not None:
-            self.writer.close()
-        self._out.close()
+            self.writer.close()  # closes a file it opened itself
+        if not isinstance(self._out, str):
+            self._out.close()
         self.closed = True
+
+    def discard(self) -> None:
+        """After a failure, in the encode thread: close the writer and its buffer, dropping
+        what they still flush (the output is aborted anyway), so that nothing is left to write
+        into a dead upload when they are garbage collected."""
+        if isinstance(self._sink, _ThreadSink):
+            self._sink.dropping = True
+        with contextlib.suppress(Exception):
+            if self.writer is not None:
+                self.writer.close()
+        with contextlib.suppress(Exception):
+            if not isinstance(self._out, str):
+                self._out.close()
 
 
 async def _prefetch(
     store: ObjectStore,
     bin: Bin,
     settings: RewriteSettings,
-    send: ObjectSendStream[FetchedSource],
+    send: MemoryObjectSendStream[FetchedSource],
 ) -> None:
     """Fetch the sources in order into ``send``. Ending in any way closes the stream: the decode
     thread, waiting for a source that will not come, stops (the failure is reported by this
@@ -411,11 +436,13 @@ def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
             encoder.accept(item)
         encoder.close()
     except _Aborted:
-        return
+        encoder.discard()
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        handoff.abort()  # the upload task ended first: its failure or cancellation is reported
+        encoder.discard()
     except BaseException:
         handoff.abort()
-        if encoder.sink.broken:
-            return  # the upload task ended first: its failure or cancellation is reported
+        encoder.discard()
         raise
 
 
@@ -441,7 +468,15 @@ async def _abort_when_cancelled(handoff: _Handoff, scope: anyio.CancelScope) -> 
             handoff.abort()
 
 
-def _discard(receive: ObjectReceiveStream[FetchedSource]) -> None:
+def _open_output(store: ObjectStore, key: str) -> ObjectWriter:
+    """A local store's file writer (pyarrow writes the file itself: no bytes through Python
+    or the event loop), else the store's streaming writer."""
+    if isinstance(store, LocalStore):
+        return store.open_file_writer(key)
+    return store.open_writer(key)
+
+
+def _discard(receive: MemoryObjectReceiveStream[FetchedSource]) -> None:
     """Close sources fetched ahead that will not be written (deletes their spill files)."""
     while True:
         try:
@@ -501,13 +536,17 @@ async def _rewrite(
     )
     chunk_send, chunk_receive = anyio.create_memory_object_stream[Any](_SINK_AHEAD)
     stats = StatsAccumulator(settings.stats)
-    encoder = _Encoder(settings, _ThreadSink(chunk_send))
     watch = anyio.CancelScope()
     with fetch_send, fetch_receive, chunk_send, chunk_receive:
-        async with store.open_writer(key) as writer:
+        async with _open_output(store, key) as writer:
+            # a local file is written by pyarrow directly; anything else through the upload task
+            local = isinstance(writer, LocalFileWriter)
+            sink = writer.path if isinstance(writer, LocalFileWriter) else _ThreadSink(chunk_send)
+            encoder = _Encoder(settings, sink)
             try:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_upload, chunk_receive, writer)
+                    if not local:
+                        tg.start_soon(_upload, chunk_receive, writer)
                     tg.start_soon(_prefetch, store, bin, settings, fetch_send)
                     tg.start_soon(_abort_when_cancelled, handoff, watch)
                     tg.start_soon(
@@ -518,12 +557,12 @@ async def _rewrite(
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
                         watch.cancel()
-            except BaseException:
-                _discard(fetch_receive)
-                raise
-            if not encoder.closed:  # a stage stopped early, but no task reported why
+            finally:
+                _discard(fetch_receive)  # sources fetched ahead of a failure or cancellation
+            if not encoder.closed:  # a stage stopped early: the bin was cancelled
+                await anyio.lowlevel.checkpoint_if_cancelled()
                 raise RuntimeError(f"rewrite of bin {bin.bin_id} stopped early")
-            # every task is done: the upload wrote every chunk
+            # every task is done: every byte is written
             rows = encoder.rows
             meta = await writer.complete() if rows else None
             if meta is None:

@@ -35,7 +35,7 @@ from rlcd.storage.base import MIN_PART_SIZE, AlreadyExists, ObjectMeta, PutResul
 from rlcd.storage.multipart import MultipartWriter
 from rlcd.storage.uri import TableUri
 
-__all__ = ("LocalStore", "TEMP_SUFFIX", "is_temp_name")
+__all__ = ("LocalStore", "LocalFileWriter", "TEMP_SUFFIX", "is_temp_name")
 
 TEMP_SUFFIX = ".rlcd-tmp"
 
@@ -135,9 +135,19 @@ class LocalStore:
 
         await self._run(unlink)
 
+    def local_path(self, key: str) -> str:
+        """The file holding ``key``, for readers that read local files natively (the
+        compaction opens its sources in place instead of copying them through ``get``)."""
+        return self._path("local_path", key)
+
     def open_writer(self, key: str) -> MultipartWriter:
         self._path("open_writer", key)
         return MultipartWriter(key, _LocalParts(self), part_size=self._part_size)
+
+    def open_file_writer(self, key: str) -> LocalFileWriter:
+        """A writer whose temp file a native writer (pyarrow's) may write directly, instead of
+        handing bytes to ``write``; published and aborted like ``open_writer``'s uploads."""
+        return LocalFileWriter(self, key, self._path("open_writer", key))
 
     async def aclose(self) -> None:
         self._closed = True
@@ -210,6 +220,83 @@ class _LocalParts:
     async def abort_upload(self, key: str, upload_id: str) -> None:
         with _errors("abort", key):
             await self._store._run(lambda: _unlink(upload_id))
+
+
+class LocalFileWriter:
+    """An :class:`~rlcd.storage.base.ObjectWriter` over one temp file beside the target.
+
+    Entering creates the (empty, durable) temp file at ``path``; its bytes come from ``write``
+    or from a native writer writing ``path`` itself, in a worker thread, before ``complete``.
+    Completing fsyncs the file and ``os.replace``\\ s it over the target; leaving with an
+    exception (or ``abort``) deletes it, so nothing partial is ever visible or left behind.
+    """
+
+    def __init__(self, store: LocalStore, key: str, target: str) -> None:
+        self.key = key
+        self._store = store
+        self._target = target
+        self.path = ""
+        self._finished = False
+
+    async def __aenter__(self) -> LocalFileWriter:
+        with _errors("write", self.key):
+            self.path = await self._store._run(lambda: _write_temp(self._target, b""))
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc is not None:
+            self._discard()
+        elif not self._finished:
+            await self.complete()
+
+    async def write(self, data: bytes) -> None:
+        self._check_open("write")
+
+        def append() -> None:
+            with _errors("write", self.key), open(self.path, "ab") as f:
+                f.write(data)
+
+        try:
+            await self._store._run(append)
+        except BaseException:
+            self._discard()
+            raise
+
+    async def complete(self) -> ObjectMeta:
+        self._check_open("complete")
+        self._finished = True
+        path, target, key = self.path, self._target, self.key
+
+        def publish() -> ObjectMeta:
+            with _errors("complete", key):
+                with open(path, "rb") as f:
+                    os.fsync(f.fileno())
+                os.replace(path, target)
+                _fsync_dir(target)
+            return _stat("complete", key, target)
+
+        try:
+            return await self._store._run(publish)
+        except BaseException:
+            _unlink(path)
+            raise
+
+    async def abort(self) -> None:
+        self._discard()
+
+    def _discard(self) -> None:
+        """Delete the temp file: at once, without awaiting, so a cancelled writer cleans up."""
+        self._finished = True
+        if self.path:
+            _unlink(self.path)
+
+    def _check_open(self, operation: str) -> None:
+        if self._finished or not self.path:
+            raise StorageError(
+                "writer not open, or already completed or aborted",
+                operation=operation,
+                key=self.key,
+            )
 
 
 @contextmanager

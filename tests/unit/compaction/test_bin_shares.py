@@ -1,0 +1,59 @@
+"""How a run shares batch memory between its bins: each running bin gets a fixed room between
+its stages while as many bins remain as run at once; after that the last bins get the absent
+bins' shares, never more than the run's bound in total."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+from rlcd.compaction.rewrite import HANDOFF_BYTES, ROW_GROUP_BYTES, BinShares, _Handoff
+
+SHARE = ROW_GROUP_BYTES + HANDOFF_BYTES
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 3, 4])
+@pytest.mark.parametrize("bins", [1, 2, 3, 7])
+def test_room_grows_as_bins_finish_within_the_runs_bound(concurrency: int, bins: int) -> None:
+    shares = BinShares(concurrency, bins)
+    handoffs = [_Handoff(shares) for _ in range(bins)]
+    for h in handoffs:
+        shares._join(h)
+    for remaining in range(bins, 0, -1):
+        running = min(concurrency, remaining)
+        room = shares.handoff_bytes()
+        assert room >= HANDOFF_BYTES
+        assert running * (ROW_GROUP_BYTES + room) <= concurrency * SHARE
+        if remaining >= concurrency:
+            assert room == HANDOFF_BYTES
+        shares._leave(handoffs[remaining - 1])
+
+
+def test_last_bin_of_two_gets_the_others_share() -> None:
+    shares = BinShares(2, 2)
+    first, second = _Handoff(shares), _Handoff(shares)
+    shares._join(first)
+    shares._join(second)
+    assert shares.handoff_bytes() == HANDOFF_BYTES
+    shares._leave(first)
+    assert shares.handoff_bytes() == 2 * SHARE - ROW_GROUP_BYTES
+
+
+def test_a_waiting_decoder_is_woken_when_its_room_grows() -> None:
+    """A decode stage blocked on a full handoff continues once another bin finishes."""
+    batch = pa.record_batch({"x": pa.array(range(HANDOFF_BYTES // 8), pa.int64())})
+    shares = BinShares(2, 2)
+    mine, other = _Handoff(shares), _Handoff(shares)
+    shares._join(mine)
+    shares._join(other)
+    mine.put((0, batch))  # one batch always fits; the second would pass the room
+    second = threading.Thread(target=mine.put, args=((0, batch),))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()
+    shares._leave(other)
+    second.join(5)
+    assert not second.is_alive()
+    assert [mine.get(), mine.get()] == [(0, batch), (0, batch)]
