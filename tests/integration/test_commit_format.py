@@ -60,10 +60,9 @@ async def test_optimize_commit_shape(tmp_path: Path) -> None:
         ]
 
 
-async def test_in_commit_timestamps_are_kept_monotonic(tmp_path: Path) -> None:
-    """On a table with in-commit timestamps, commitInfo carries max(now, previous + 1)."""
-    partitioned(tmp_path)
-    future = 4_102_444_800_000  # 2100-01-01: later than any clock running this test
+def _enable_in_commit_timestamps(path: Path) -> int:
+    """Commit version 8 enabling ICT with a timestamp later than any clock; returns it."""
+    future = 4_102_444_800_000  # 2100-01-01
     enabling = [
         {"commitInfo": {"timestamp": future, "inCommitTimestamp": future, "operation": "SET"}},
         {
@@ -74,12 +73,19 @@ async def test_in_commit_timestamps_are_kept_monotonic(tmp_path: Path) -> None:
             }
         },
     ]
-    meta = next(a for a in _commit(tmp_path, 0) if "metaData" in a)
+    meta = next(a for a in _commit(path, 0) if "metaData" in a)
     meta["metaData"]["configuration"] = {"delta.enableInCommitTimestamps": "true"}
     enabling.append(meta)
-    (tmp_path / "_delta_log" / f"{8:020d}.json").write_text(
+    (path / "_delta_log" / f"{8:020d}.json").write_text(
         "".join(json.dumps(a) + "\n" for a in enabling)
     )
+    return future
+
+
+async def test_in_commit_timestamps_are_kept_monotonic(tmp_path: Path) -> None:
+    """On a table with in-commit timestamps, commitInfo carries max(now, previous + 1)."""
+    partitioned(tmp_path)
+    future = _enable_in_commit_timestamps(tmp_path)
     version = await _compact(tmp_path)
     info = _commit(tmp_path, version)[0]["commitInfo"]
     assert info["inCommitTimestamp"] == future + 1 == info["timestamp"]
@@ -161,23 +167,7 @@ async def test_in_commit_timestamps_after_a_checkpoint(tmp_path: Path) -> None:
     import deltalake
 
     partitioned(tmp_path)
-    future = 4_102_444_800_000
-    enabling = [
-        {"commitInfo": {"timestamp": future, "inCommitTimestamp": future, "operation": "SET"}},
-        {
-            "protocol": {
-                "minReaderVersion": 1,
-                "minWriterVersion": 7,
-                "writerFeatures": ["inCommitTimestamp", "appendOnly", "invariants"],
-            }
-        },
-    ]
-    meta = next(a for a in _commit(tmp_path, 0) if "metaData" in a)
-    meta["metaData"]["configuration"] = {"delta.enableInCommitTimestamps": "true"}
-    enabling.append(meta)
-    (tmp_path / "_delta_log" / f"{8:020d}.json").write_text(
-        "".join(json.dumps(a) + "\n" for a in enabling)
-    )
+    future = _enable_in_commit_timestamps(tmp_path)
     deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
     assert (tmp_path / "_delta_log" / f"{8:020d}.checkpoint.parquet").exists()
     version = await _compact(tmp_path)
