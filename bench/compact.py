@@ -95,8 +95,12 @@ def run_floor(path: Path) -> None:
     for f in sorted(path.glob("*.parquet")):
         parquet = pq.ParquetFile(pa.BufferReader(f.read_bytes()))
         if writer is None:
-            writer = pq.ParquetWriter(str(path / f"floor-{out}.parquet"), parquet.schema_arrow,
-                                      compression="zstd", dictionary_pagesize_limit=dictionary)
+            writer = pq.ParquetWriter(
+                str(path / f"floor-{out}.parquet"),
+                parquet.schema_arrow,
+                compression="zstd",
+                dictionary_pagesize_limit=dictionary,
+            )
         for batch in parquet.iter_batches(batch_size=65_536, use_threads=False):
             pending.append(batch)
             if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS:
@@ -138,6 +142,7 @@ def child(name: str, path: str, queue: mp.Queue) -> None:
     import rlcd.compaction.compact
     import rlcd.storage  # noqa: F401
 
+    before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     if name == "deltalake":
         run_deltalake(p)
@@ -146,7 +151,9 @@ def child(name: str, path: str, queue: mp.Queue) -> None:
     else:
         run_rlcd(p, count=name == "rlcd")
     seconds = time.perf_counter() - start
-    queue.put({"seconds": seconds, "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    queue.put({"seconds": seconds, "cpu_seconds": cpu, "max_rss_kib": after.ru_maxrss})
 
 
 def measure(name: str, table: Path, scratch: Path) -> dict[str, float]:
@@ -179,18 +186,27 @@ def main() -> int:
         t0 = time.perf_counter()
         generate(table, args.files, args.rows)
         size = _input_bytes(table)
-        print(f"table: {args.files} files x {args.rows} rows, {size / 2**20:.1f} MiB "
-              f"(generated in {time.perf_counter() - t0:.0f} s)", flush=True)
+        print(
+            f"table: {args.files} files x {args.rows} rows, {size / 2**20:.1f} MiB "
+            f"(generated in {time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
         runs: dict[str, list[dict[str, float]]] = {c: [] for c in CONTENDERS}
         for r in range(args.repeat):
             for name in CONTENDERS:
-                runs[name].append(measure(name, table, scratch))
-                print(f"  rep {r + 1} {name:13s} {runs[name][-1]['seconds']:.2f} s", flush=True)
+                run = measure(name, table, scratch)
+                runs[name].append(run)
+                print(
+                    f"  rep {r + 1} {name:13s} {run['seconds']:.2f} s, "
+                    f"CPU {run['cpu_seconds']:.2f} s, peak RSS {run['max_rss_kib'] / 1024:.0f} MiB",
+                    flush=True,
+                )
     summary = {}
     for name, results in runs.items():
         seconds = statistics.median(x["seconds"] for x in results)
         summary[name] = {
             "median_seconds": seconds,
+            "median_cpu_seconds": statistics.median(x["cpu_seconds"] for x in results),
             "mib_per_s": size / 2**20 / seconds,
             "peak_rss_mib": max(x["max_rss_kib"] for x in results) / 1024,
             "runs": results,
@@ -202,19 +218,33 @@ def main() -> int:
         "counter_overhead": on["median_seconds"] / off["median_seconds"] - 1,
         "rlcd_vs_deltalake_peak_rss": on["peak_rss_mib"] / dl["peak_rss_mib"],
     }
-    print(f"\n{'contender':13s} {'MiB/s':>8s} {'median s':>9s} {'peak RSS MiB':>13s}")
+    print(f"\n{'contender':13s} {'MiB/s':>8s} {'median s':>9s} {'CPU s':>6s} {'peak RSS MiB':>13s}")
     for name in CONTENDERS:
         s = summary[name]
-        print(f"{name:13s} {s['mib_per_s']:8.1f} {s['median_seconds']:9.2f} {s['peak_rss_mib']:13.0f}")
+        print(
+            f"{name:13s} {s['mib_per_s']:8.1f} {s['median_seconds']:9.2f} "
+            f"{s['median_cpu_seconds']:6.2f} {s['peak_rss_mib']:13.0f}"
+        )
     print(
-        f"\nrlcd / deltalake throughput: {ratios['rlcd_vs_deltalake_throughput']:.2f}x (bar >= 1.0)\n"
+        "\nrlcd / deltalake throughput: "
+        f"{ratios['rlcd_vs_deltalake_throughput']:.2f}x (bar >= 1.0)\n"
         f"rlcd / floor throughput:     {ratios['rlcd_vs_floor_throughput']:.2f}x\n"
         f"batch counter overhead:      {ratios['counter_overhead'] * 100:+.1f}% (bar <= 2%)\n"
         f"rlcd / deltalake peak RSS:   {ratios['rlcd_vs_deltalake_peak_rss']:.2f}x (bar <= 1.0)"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"files": args.files, "rows": args.rows, "input_bytes": size,
-                                    "summary": summary, "ratios": ratios}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "files": args.files,
+                "rows": args.rows,
+                "input_bytes": size,
+                "summary": summary,
+                "ratios": ratios,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

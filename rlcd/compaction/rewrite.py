@@ -446,7 +446,7 @@ def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
         raise
 
 
-async def _stage(fn: Callable[..., None], args: tuple[Any, ...], limiter: Any) -> None:
+async def _stage(fn: Callable[..., None], args: tuple[Any, ...]) -> None:
     """Run a stage in a worker thread whose calls into the event loop are never cancelled.
 
     anyio does not cancel a ``from_thread`` call made after its scope was cancelled, so a
@@ -455,7 +455,7 @@ async def _stage(fn: Callable[..., None], args: tuple[Any, ...], limiter: Any) -
     cancellation of the bin aborts the handoff (:func:`_abort_when_cancelled`).
     """
     with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+        await anyio.to_thread.run_sync(fn, *args)
 
 
 async def _abort_when_cancelled(handoff: _Handoff, scope: anyio.CancelScope) -> None:
@@ -495,9 +495,11 @@ async def rewrite_bin(
 ) -> RewrittenBin:
     """Write the bin's live rows, source after source, into one new object.
 
-    The decode and encode stages each run in one worker thread borrowed from ``limiter``
-    (anyio's default when None). ``shares`` is the run's :class:`BinShares`; without one the
-    bin holds at most ``HANDOFF_BYTES`` between its stages.
+    The decode and encode stages each hold one of anyio's worker threads for the whole bin.
+    ``limiter``, when given, is held (one token) while the bin rewrites: it bounds how many
+    bins rewrite at once, not the threads a bin uses, which could deadlock its two stages.
+    ``shares`` is the run's :class:`BinShares`; without one the bin holds at most
+    ``HANDOFF_BYTES`` between its stages.
 
     Raises:
         CorruptDataError, DeletionVectorError: a source cannot be read; nothing is left behind.
@@ -507,7 +509,8 @@ async def rewrite_bin(
     if shares is not None:
         shares._join(handoff)
     try:
-        return await _rewrite(store, bin, settings, limiter, handoff)
+        async with limiter if limiter is not None else contextlib.nullcontext():
+            return await _rewrite(store, bin, settings, handoff)
     except BaseExceptionGroup as group:
         raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
     finally:
@@ -526,7 +529,6 @@ async def _rewrite(
     store: ObjectStore,
     bin: Bin,
     settings: RewriteSettings,
-    limiter: anyio.CapacityLimiter | None,
     handoff: _Handoff,
 ) -> RewrittenBin:
     memory_pool()  # from here on, Arrow allocates in the rewrite's pool
@@ -549,11 +551,9 @@ async def _rewrite(
                         tg.start_soon(_upload, chunk_receive, writer)
                     tg.start_soon(_prefetch, store, bin, settings, fetch_send)
                     tg.start_soon(_abort_when_cancelled, handoff, watch)
-                    tg.start_soon(
-                        _stage, _decode, (bin, settings, fetch_receive, handoff, stats), limiter
-                    )
+                    tg.start_soon(_stage, _decode, (bin, settings, fetch_receive, handoff, stats))
                     try:
-                        await _stage(_encode, (encoder, handoff), limiter)
+                        await _stage(_encode, (encoder, handoff))
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
                         watch.cancel()

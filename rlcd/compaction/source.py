@@ -49,16 +49,17 @@ _SPILL_CHUNK = 8 * 1024 * 1024
 
 @functools.cache
 def memory_pool() -> pa.MemoryPool:
-    """The Arrow memory pool rewrites decode and encode in, made the process's default on first
-    use: jemalloc where pyarrow has it (else pyarrow's default stays).
+    """The Arrow memory pool rewrites decode and encode in: jemalloc where pyarrow has it,
+    made pyarrow's default on first use (else pyarrow's default stays).
 
-    It has to be the default: pyarrow's Parquet reader and writer take their page, decompression
-    and encoding buffers from the default pool whatever pool they are given. A rewrite allocates
-    and frees tens of MiB per row group from several threads; with pyarrow's default mimalloc,
-    freed pages stayed with the thread that allocated them (peak RSS ~50 MiB higher on the bench
-    table) and were faulted in again after every release (2x the page faults, ~0.4 CPU-s of
-    kernel time per 340 MiB compacted). jemalloc reuses memory across threads and returns it to
-    the OS on a timer.
+    pyarrow's default pool is the one its Parquet reader builds arrays in, its writer converts
+    in, and compute functions use; it has to be the default because ``ParquetFile`` takes no
+    pool. (The reader's and writer's internal page buffers stay in the C++ default pool, fixed
+    when pyarrow loads; see :func:`_no_transparent_huge_pages`.) A rewrite allocates and frees
+    tens of MiB per row group from several threads. On the bench table (340 MiB, two bins at
+    once) mimalloc, pyarrow's default, either faulted every row group in afresh after releasing
+    it (3.5x the page faults, ~8% more CPU) or, without the release, peaked ~25 MiB higher;
+    jemalloc reuses freed memory across threads and returns it to the OS in the background.
     """
     _no_transparent_huge_pages()
     try:
@@ -77,9 +78,9 @@ def _no_transparent_huge_pages() -> None:
     no-op).
 
     pyarrow's Parquet reader and writer keep their page and encoding buffers in its bundled
-    mimalloc whatever the default pool (see :func:`memory_pool`), and mimalloc asks for huge
-    pages: each 2 MiB page it touches stays resident. On the bench table that held 35-50 MiB of
-    RSS for at most 8 MiB in use; with 4 KiB pages it is ~20 MiB, at no measurable time cost.
+    mimalloc whatever pyarrow's default pool, and mimalloc asks for huge pages: each 2 MiB page
+    it touches stays resident. On the bench table that held 35-50 MiB of RSS for at most 8 MiB
+    in use, and peak RSS was ~40 MiB higher than with 4 KiB pages, at no measurable time cost.
     """
     if sys.platform != "linux":
         return

@@ -198,3 +198,22 @@ async def test_local_file_writer_publishes_or_leaves_nothing(tmp_path: Path) -> 
         meta = await store.head("dir/a.bin")
     assert meta == ObjectMeta("dir/a.bin", 19, meta.last_modified_ms)
     assert sorted(p.name for p in (tmp_path / "dir").iterdir()) == ["a.bin"]
+
+
+async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path) -> None:
+    """Two bins under one token rewrite one after the other; neither deadlocks its stages."""
+    _small_table(tmp_path)
+    limiter = anyio.CapacityLimiter(1)
+    async with LocalStore(tmp_path) as store:
+        bin_, settings = await _plan(store)
+        done: list[RewrittenBin] = []
+
+        async def one() -> None:
+            done.append(await rewrite_bin(store, bin_, settings, limiter=limiter))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one)
+                tg.start_soon(one)
+    assert [d.rows for d in done] == [3000, 3000]
+    assert limiter.borrowed_tokens == 0
