@@ -11,9 +11,9 @@ import pytest
 
 from rlcd.compaction.compact import compact_table, rewrite_settings
 from rlcd.compaction.dml import delete_rows
-from rlcd.compaction.plan import plan_bins
+from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.rewrite import rewrite_bin
+from rlcd.compaction.rewrite import RewriteSettings, rewrite_bin
 from rlcd.compaction.verify import verify_table
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.storage import LocalStore
@@ -38,6 +38,18 @@ def _table(path: Path) -> None:
         )
 
 
+async def _one_bin(store: LocalStore) -> tuple[Bin, RewriteSettings]:
+    """The table's single planned bin and the settings a compaction would rewrite it with."""
+    snap = await load_snapshot(store)
+    config = table_config(snap)
+    (bin_,) = plan_bins(snap, config, POLICY)
+    return bin_, rewrite_settings(snap, config, POLICY)
+
+
+def _reading(settings: RewriteSettings, **read: int) -> RewriteSettings:
+    return dataclasses.replace(settings, read=dataclasses.replace(settings.read, **read))
+
+
 async def test_empty_batches_and_fully_deleted_sources(tmp_path: Path) -> None:
     """A batch emptied by the DV does not end its source; a source with no live row still gets
     its zero-length run; every other row lands once, in order, and verify proves it."""
@@ -48,14 +60,8 @@ async def test_empty_batches_and_fully_deleted_sources(tmp_path: Path) -> None:
         assert pq.ParquetFile(tmp_path / first).metadata.num_row_groups == 3
         await delete_rows(store, snap, {first: range(10), second: [0, 29], third: range(29)})
         expected = delta_rs_rows(tmp_path)
-        snap = await load_snapshot(store)
-        config = table_config(snap)
-        (bin_,) = plan_bins(snap, config, POLICY)
-        settings = rewrite_settings(snap, config, POLICY)
-        settings = dataclasses.replace(
-            settings, read=dataclasses.replace(settings.read, batch_size=10)
-        )
-        done = await rewrite_bin(store, bin_, settings)
+        bin_, settings = await _one_bin(store)
+        done = await rewrite_bin(store, bin_, _reading(settings, batch_size=10))
     assert done.physical_rows == (30, 30, 30)
     assert done.offsets == (0, 20, 48)
     assert done.rows == 20 + 28 + 1
@@ -73,14 +79,8 @@ async def test_large_sources_spill_to_disk(tmp_path: Path) -> None:
     """Sources above the spill threshold are streamed through a temp file, with the same result."""
     _table(tmp_path)
     async with LocalStore(tmp_path) as store:
-        snap = await load_snapshot(store)
-        config = table_config(snap)
-        (bin_,) = plan_bins(snap, config, POLICY)
-        settings = rewrite_settings(snap, config, POLICY)
-        spilling = dataclasses.replace(
-            settings, read=dataclasses.replace(settings.read, spill_threshold=1)
-        )
-        spilled = await rewrite_bin(store, bin_, spilling)
+        bin_, settings = await _one_bin(store)
+        spilled = await rewrite_bin(store, bin_, _reading(settings, spill_threshold=1))
         in_memory = await rewrite_bin(store, bin_, settings)
     assert pq.read_table(tmp_path / spilled.key).equals(pq.read_table(tmp_path / in_memory.key))
     assert not list(Path("/tmp").glob("rlcd-source-*"))
