@@ -54,6 +54,7 @@ from rlcd.storage.local import LocalFileWriter, LocalStore
 __all__ = (
     "RewriteSettings",
     "RewrittenBin",
+    "parquet_writer",
     "BinShares",
     "rewrite_bin",
     "output_key",
@@ -127,6 +128,20 @@ def output_key(bin: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
     return f"{partition_dir(bin.partition_values, partition_columns)}/{name}"
 
 
+def parquet_writer(where: str | pa.NativeFile, settings: RewriteSettings) -> pq.ParquetWriter:
+    """The writer of a bin's output file. Decimals of up to 18 digits are stored as INT32 or
+    INT64, as Spark stores them (smaller and cheaper than pyarrow's fixed-length default)."""
+    return pq.ParquetWriter(
+        where,
+        settings.read.target,
+        compression=settings.codec,
+        dictionary_pagesize_limit=settings.dictionary_page_limit,
+        write_statistics=True,
+        use_compliant_nested_type=True,
+        store_decimal_as_integer=True,
+    )
+
+
 class _ThreadSink:
     """The file pyarrow's writer writes to, from the encode thread, behind a native buffer (see
     :class:`_Encoder`), so it is called once per ``_SINK_BUFFER`` bytes rather than once per
@@ -179,11 +194,15 @@ _Item = _SourceStart | tuple[int, pa.RecordBatch]
 
 class _Encoder:
     """The encode stage's state, used by its thread only: the batch counter, the row group
-    being filled and the Parquet writer."""
+    being filled and the Parquet writer. It hands every row group, and at the end the footer,
+    to the stats accumulator, which reads most of the file's stats from the footer."""
 
-    def __init__(self, settings: RewriteSettings, sink: str | _ThreadSink) -> None:
+    def __init__(
+        self, settings: RewriteSettings, sink: str | _ThreadSink, stats: StatsAccumulator
+    ) -> None:
         """``sink`` is a local file to write natively, or the sink of an upload task."""
         self.settings = settings
+        self.stats = stats
         self._sink = sink
         self._out: str | pa.NativeFile = sink if isinstance(sink, str) else _native(sink)
         self.closed = False
@@ -220,6 +239,7 @@ class _Encoder:
         if self._pending:
             table = pa.Table.from_batches(self._pending, schema=self.settings.read.target)
             self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+            self.stats.update_row_group(table)
             self._writer().write_table(table, row_group_size=table.num_rows)
             self.rows += table.num_rows
             del table
@@ -227,14 +247,7 @@ class _Encoder:
 
     def _writer(self) -> pq.ParquetWriter:
         if self.writer is None:
-            self.writer = pq.ParquetWriter(
-                self._out,
-                self.settings.read.target,
-                compression=self.settings.codec,
-                dictionary_pagesize_limit=self.settings.dictionary_page_limit,
-                write_statistics=True,
-                use_compliant_nested_type=True,
-            )
+            self.writer = parquet_writer(self._out, self.settings)
         return self.writer
 
     def close(self) -> None:
@@ -242,6 +255,7 @@ class _Encoder:
         self._flush_row_group()
         if self.writer is not None:
             self.writer.close()  # closes a file it opened itself
+            self.stats.add_footer(self.writer.writer.metadata)
         if not isinstance(self._out, str):
             self._out.close()
         self.closed = True
@@ -537,14 +551,14 @@ async def _rewrite(
         max(0, settings.prefetch - 1)
     )
     chunk_send, chunk_receive = anyio.create_memory_object_stream[Any](_SINK_AHEAD)
-    stats = StatsAccumulator(settings.stats)
+    stats = StatsAccumulator(settings.stats, footer_schema=settings.read.target)
     watch = anyio.CancelScope()
     with fetch_send, fetch_receive, chunk_send, chunk_receive:
         async with _open_output(store, key) as writer:
             # a local file is written by pyarrow directly; anything else through the upload task
             local = isinstance(writer, LocalFileWriter)
             sink = writer.path if isinstance(writer, LocalFileWriter) else _ThreadSink(chunk_send)
-            encoder = _Encoder(settings, sink)
+            encoder = _Encoder(settings, sink, stats)
             try:
                 async with anyio.create_task_group() as tg:
                     if not local:

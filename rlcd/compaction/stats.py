@@ -22,6 +22,17 @@ min/max/null count per leaf. A struct leaf is read with ``pc.struct_field``, whi
 parents' validity in: a null parent makes the leaf null (it counts in ``nullCount`` and its
 hidden child value never reaches min/max). Arrays and maps count whole-column nulls only.
 
+*From the footer* (``StatsAccumulator(spec, footer_schema=...)``). A file rlcd writes itself
+already carries exact Parquet statistics for most leaves, so, as delta-rs does, their bounds and
+null counts are read from its footer (``add_footer``) instead of being computed again: integers,
+decimals, dates, timestamps, strings, and null counts of booleans and binaries, at any struct
+depth (Parquet's leaf null count also counts null parents, as above). Floats stay with the
+batches, since Parquet bounds skip NaN and cannot say whether one was there; so do arrays and
+maps, whose whole-column nulls Parquet does not count. One gap is closed by hand: Arrow's writer
+drops a column chunk's bounds when the min or the max is longer than
+``PARQUET_MAX_STATISTICS_BYTES``, so ``update_row_group`` computes the bounds of a string leaf
+itself for any row group holding such a value.
+
 *Writing* (§4.1, §4.4, §4.5, ``StatsAccumulator.finish``). Keys are in the order ``numRecords,
 minValues, maxValues, nullCount, tightBounds``; nested structs nest. A leaf whose values are all
 null gets ``nullCount`` only. Value forms:
@@ -91,6 +102,7 @@ __all__ = (
     "stats_spec",
     "parse_stats_columns",
     "StatsAccumulator",
+    "PARQUET_MAX_STATISTICS_BYTES",
     "truncate_min_string",
     "truncate_max_string",
 )
@@ -100,6 +112,8 @@ NUM_INDEXED_COLS_KEY: Final = "delta.dataSkippingNumIndexedCols"
 STRING_PREFIX_LENGTH_KEY: Final = "delta.dataSkippingStringPrefixLength"
 DEFAULT_NUM_INDEXED_COLS: Final = 32
 DEFAULT_STRING_PREFIX_LENGTH: Final = 32
+PARQUET_MAX_STATISTICS_BYTES: Final = 4096
+"""Arrow's Parquet writer leaves out a column chunk's bounds when one is longer than this."""
 
 _ASCII_MAX: Final = "\x7f"
 _UNICODE_MAX: Final = "\U0010ffff"  # two UTF-16 code units
@@ -396,13 +410,14 @@ _ARROW_TYPE_OK: Final[Mapping[StatKind, Callable[[Any], bool]]] = {
 class _LeafState:
     """Running stats of one leaf: null count, min and max (None until a value is seen)."""
 
-    __slots__ = ("high", "low", "nan", "null_count")
+    __slots__ = ("high", "low", "nan", "null_count", "unbounded")
 
     def __init__(self) -> None:
         self.null_count = 0
         self.low: Any = None
         self.high: Any = None
         self.nan = False  # a float column held a NaN: no max (Spark orders NaN above all)
+        self.unbounded = False  # a footer had values but no bounds: write none
 
     def merge(self, low: Any, high: Any) -> None:
         if self.low is None or low < self.low:
@@ -416,16 +431,44 @@ class StatsAccumulator:
 
     Memory is a running min, max and null count per stats column; each ``update`` does one
     vectorised ``min_max`` per column. ``finish`` may be called more than once.
+
+    With ``footer_schema`` (the Arrow schema the file is written with), the leaves Parquet keeps
+    exact statistics for are read from the written file instead (see the module header): call
+    ``update`` for every batch, ``update_row_group`` with the rows of every row group as it is
+    written, then ``add_footer`` once with the file's metadata. ``update`` and
+    ``update_row_group`` touch different leaves and may run in different threads.
     """
 
-    __slots__ = ("_index_paths", "_num_records", "_schema", "_spec", "_states")
+    __slots__ = (
+        "_columns",
+        "_footer_bounds",
+        "_index_paths",
+        "_num_records",
+        "_row_groups",
+        "_schema",
+        "_spec",
+        "_states",
+    )
 
-    def __init__(self, spec: StatsSpec) -> None:
+    def __init__(self, spec: StatsSpec, *, footer_schema: Any = None) -> None:
         self._spec = spec
         self._num_records = 0
         self._states = tuple(_LeafState() for _ in spec.leaves)
         self._schema: Any = None
         self._index_paths: tuple[tuple[int, ...], ...] = ()
+        # per leaf: its Parquet column index when its stats come from the footer, else None
+        self._columns: tuple[int | None, ...] = (None,) * len(spec.leaves)
+        # per row group written: exact bounds of the string leaves Arrow's writer leaves out
+        self._footer_bounds: list[dict[int, tuple[Any, Any]]] = []
+        self._row_groups = 0
+        if footer_schema is not None:
+            paths = self._resolve(footer_schema)
+            self._columns = tuple(
+                _parquet_column(footer_schema, path)
+                if _from_footer(leaf, footer_schema, path)
+                else None
+                for leaf, path in zip(spec.leaves, paths, strict=True)
+            )
 
     @property
     def num_records(self) -> int:
@@ -443,9 +486,62 @@ class StatsAccumulator:
             return
         self._num_records += batch.num_rows
         arrays: dict[tuple[int, ...], Any] = {}
-        leaves = zip(self._spec.leaves, self._states, index_paths, strict=True)
-        for leaf, state, index_path in leaves:
-            _observe(leaf.kind, state, _column(batch, index_path, arrays))
+        leaves = zip(self._spec.leaves, self._states, index_paths, self._columns, strict=True)
+        for leaf, state, index_path, column in leaves:
+            if column is None:
+                _observe(leaf.kind, state, _column(batch, index_path, arrays))
+
+    def update_row_group(self, rows: Any) -> None:
+        """Footer mode: the next row group's rows (a ``pa.Table``), before it is written. Costs
+        one length scan per string leaf, and bounds only where a value is too long for Parquet's
+        statistics."""
+        exact: dict[int, tuple[Any, Any]] = {}
+        arrays: dict[tuple[int, ...], Any] = {}
+        for i, (leaf, path) in enumerate(zip(self._spec.leaves, self._index_paths, strict=True)):
+            if leaf.kind is not StatKind.STRING or self._columns[i] is None or not rows.num_rows:
+                continue
+            array = _column(rows, path, arrays)
+            longest = pc.max(pc.binary_length(array)).as_py()
+            if longest is not None and longest > PARQUET_MAX_STATISTICS_BYTES:
+                extremes = pc.min_max(array)
+                exact[i] = (extremes["min"].as_py(), extremes["max"].as_py())
+        self._footer_bounds.append(exact)
+        self._row_groups += 1
+
+    def add_footer(self, metadata: Any) -> None:
+        """Footer mode: fold in the written file's ``pq.FileMetaData``.
+
+        Raises:
+            ValueError: the file's row groups are not the ones passed to ``update_row_group``, or
+                a column chunk has no statistics.
+        """
+        if metadata.num_row_groups != self._row_groups:
+            raise ValueError(
+                f"footer has {metadata.num_row_groups} row groups, "
+                f"{self._row_groups} were announced"
+            )
+        for r in range(metadata.num_row_groups):
+            row_group, exact = metadata.row_group(r), self._footer_bounds[r]
+            for i, (leaf, state, column) in enumerate(
+                zip(self._spec.leaves, self._states, self._columns, strict=True)
+            ):
+                if column is None:
+                    continue
+                chunk = row_group.column(column)
+                stats = chunk.statistics
+                if stats is None or not stats.has_null_count:
+                    raise ValueError(f"column {chunk.path_in_schema!r} has no statistics")
+                state.null_count += stats.null_count
+                if leaf.kind is StatKind.NULL_COUNT or stats.null_count == chunk.num_values:
+                    continue
+                if i in exact:
+                    state.merge(*exact[i])
+                elif stats.has_min_max:
+                    raw = _FROM_RAW[leaf.kind]
+                    unit = metadata.schema.column(column).logical_type
+                    state.merge(raw(stats.min_raw, unit), raw(stats.max_raw, unit))
+                else:
+                    state.unbounded = True  # values without bounds: widen to none, never guess
 
     def finish(self, *, tight_bounds: bool | None) -> str:
         """The ``add.stats`` JSON text (§4.1).
@@ -481,6 +577,76 @@ class StatsAccumulator:
             self._index_paths = tuple(_index_path(schema, leaf) for leaf in self._spec.leaves)
             self._schema = schema
         return self._index_paths
+
+
+_FOOTER_KINDS: Final = frozenset(
+    {
+        StatKind.INTEGER,
+        StatKind.DECIMAL,
+        StatKind.DATE,
+        StatKind.TIMESTAMP,
+        StatKind.TIMESTAMP_NTZ,
+        StatKind.STRING,
+    }
+)
+
+
+def _from_footer(leaf: StatsLeaf, schema: Any, index_path: tuple[int, ...]) -> bool:
+    """Whether Parquet's statistics of this leaf are exactly its Delta stats."""
+    if leaf.kind is StatKind.NULL_COUNT:
+        return not pa.types.is_nested(_field(schema, index_path).type)
+    return leaf.kind in _FOOTER_KINDS
+
+
+def _field(schema: Any, index_path: tuple[int, ...]) -> Any:
+    field = schema.field(index_path[0])
+    for index in index_path[1:]:
+        field = field.type.field(index)
+    return field
+
+
+def _parquet_leaves(arrow_type: Any) -> int:
+    """How many Parquet leaf columns a field of this Arrow type becomes."""
+    if pa.types.is_struct(arrow_type):
+        return sum(_parquet_leaves(f.type) for f in arrow_type)
+    if pa.types.is_map(arrow_type):
+        return _parquet_leaves(arrow_type.key_type) + _parquet_leaves(arrow_type.item_type)
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return _parquet_leaves(arrow_type.value_type)
+    return 1
+
+
+def _parquet_column(schema: Any, index_path: tuple[int, ...]) -> int:
+    """The Parquet column index of a leaf reached through structs only (depth first order)."""
+    column, fields = 0, list(schema)
+    for index in index_path:
+        column += sum(_parquet_leaves(f.type) for f in fields[:index])
+        fields = list(fields[index].type) if pa.types.is_struct(fields[index].type) else []
+    return column
+
+
+def _timestamp_ms(raw: int, logical_type: Any) -> int:
+    unit = json.loads(logical_type.to_json())["timeUnit"]
+    return _MS_FROM_UNIT[_PARQUET_UNITS[unit]](int(raw))
+
+
+_PARQUET_UNITS: Final = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+
+
+def _decimal_raw(raw: Any, logical_type: Any) -> Decimal:
+    """A Parquet decimal bound (an integer, or big-endian two's complement bytes)."""
+    unscaled = int.from_bytes(raw, "big", signed=True) if isinstance(raw, bytes) else int(raw)
+    return _decimal(unscaled, json.loads(logical_type.to_json())["scale"])
+
+
+_FROM_RAW: Final[Mapping[StatKind, Callable[[Any, Any], Any]]] = {
+    StatKind.INTEGER: lambda raw, _: int(raw),
+    StatKind.DECIMAL: _decimal_raw,
+    StatKind.STRING: lambda raw, _: raw.decode() if isinstance(raw, bytes) else str(raw),
+    StatKind.DATE: lambda raw, _: int(raw),
+    StatKind.TIMESTAMP: _timestamp_ms,
+    StatKind.TIMESTAMP_NTZ: _timestamp_ms,
+}
 
 
 def _index_path(schema: Any, leaf: StatsLeaf) -> tuple[int, ...]:
@@ -560,8 +726,9 @@ _INT64_DIGITS: Final = 18  # every decimal of up to 18 digits fits a signed 64-b
 
 def _decimal(unscaled: Any, scale: int) -> Decimal:
     """The value ``unscaled * 10**-scale`` as pyarrow's ``as_py`` gives it (same digits and
-    exponent)."""
-    return Decimal(int(unscaled)).scaleb(-scale)
+    exponent), exactly: built from its digits, never rounded to a context's 28 digits."""
+    value = int(unscaled)
+    return Decimal((int(value < 0), tuple(map(int, str(abs(value)))), -scale))
 
 
 def _observe_float(state: _LeafState, array: Any, extremes: Any) -> None:
@@ -582,7 +749,7 @@ _EPOCH_DATE: Final = date(1970, 1, 1)
 def _bounds(kind: StatKind, state: _LeafState, prefix: int) -> tuple[Any, Any]:
     """The (min, max) JSON values of a leaf; None where that bound is not written."""
     low, high = state.low, state.high
-    if kind is StatKind.NULL_COUNT or low is None:
+    if kind is StatKind.NULL_COUNT or low is None or state.unbounded:
         return None, None
     match kind:
         case StatKind.FLOAT:

@@ -22,8 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlcd.compaction.rewrite import RewriteSettings, parquet_writer
+from rlcd.compaction.source import ReadOptions
 from rlcd.compaction.stats import (
     NUM_INDEXED_COLS_KEY,
+    PARQUET_MAX_STATISTICS_BYTES,
     STATS_COLUMNS_KEY,
     STRING_PREFIX_LENGTH_KEY,
     StatKind,
@@ -571,11 +574,13 @@ ARROW_TYPES: dict[str, Any] = {
     "g": pa.float32(),
     "s": pa.string(),
     "d": pa.decimal128(9, 3),
+    "D": pa.decimal128(30, 2),
     "ts": pa.timestamp("us", tz="UTC"),
     "nt": pa.timestamp("us"),
     "dt": pa.date32(),
     "l": pa.list_(pa.int32()),
     "flag": pa.bool_(),
+    "bin": pa.binary(),
 }
 KINDS: dict[tuple[str, ...], StatKind] = {
     ("i",): K.INTEGER,
@@ -583,11 +588,13 @@ KINDS: dict[tuple[str, ...], StatKind] = {
     ("g",): K.FLOAT,
     ("s",): K.STRING,
     ("d",): K.DECIMAL,
+    ("D",): K.DECIMAL,
     ("ts",): K.TIMESTAMP,
     ("nt",): K.TIMESTAMP_NTZ,
     ("dt",): K.DATE,
     ("l",): K.NULL_COUNT,
     ("flag",): K.NULL_COUNT,
+    ("bin",): K.NULL_COUNT,
     ("st", "a"): K.INTEGER,
     ("st", "b"): K.STRING,
 }
@@ -597,25 +604,37 @@ ELEMENTS: dict[str, st.SearchStrategy[Any]] = {
     "g": st.floats(width=32, allow_nan=True),
     "s": TEXT,
     "d": st.decimals(-(10**5), 10**5, places=3, allow_nan=False),
+    "D": st.decimals(-(10**26), 10**26, places=2, allow_nan=False),
     "ts": st.integers(-(10**13), 10**13),
     "nt": st.integers(-(10**13), 10**13),
     "dt": st.integers(-(10**5), 10**5),
     "l": st.lists(st.none() | st.integers(-5, 5), max_size=3),
     "flag": st.booleans(),
+    "bin": st.binary(max_size=4),
 }
+# strings too long for Parquet's statistics, which the footer path computes itself
+LONG_TEXT = st.builds(
+    lambda piece, extra: piece * (PARQUET_MAX_STATISTICS_BYTES // len(piece.encode()) + extra),
+    st.sampled_from(["a", "z", "é", "\U0001f600", "ab"]),
+    st.integers(-1, 2),
+)
 
 
 @st.composite
-def tables(draw: st.DrawFn) -> tuple[Any, dict[tuple[str, ...], list[Any]]]:
+def tables(
+    draw: st.DrawFn, long_strings: bool = False
+) -> tuple[Any, dict[tuple[str, ...], list[Any]]]:
     """A random table, and each leaf's values as Python (None where null, parents folded)."""
     n = draw(st.integers(0, 25))
+    text = TEXT | LONG_TEXT if long_strings else TEXT
+    elements = ELEMENTS | {"s": text}
     values = {
         name: draw(st.lists(st.none() | strategy, min_size=n, max_size=n))
-        for name, strategy in ELEMENTS.items()
+        for name, strategy in elements.items()
     }
     columns = {name: pa.array(v, ARROW_TYPES[name]) for name, v in values.items()}
     a = draw(st.lists(st.none() | st.integers(-(2**31), 2**31 - 1), min_size=n, max_size=n))
-    b = draw(st.lists(st.none() | TEXT, min_size=n, max_size=n))
+    b = draw(st.lists(st.none() | text, min_size=n, max_size=n))
     parent_null = draw(st.lists(st.booleans(), min_size=n, max_size=n))
     columns["st"] = pa.StructArray.from_arrays(
         [pa.array(a, pa.int32()), pa.array(b, pa.string())],
@@ -708,6 +727,53 @@ def test_streaming_equals_one_pass_equals_oracle(
     assert got == expected
 
 
+def via_footer(spec: StatsSpec, row_groups: list[Any], tight_bounds: bool | None) -> str:
+    """Stats of ``row_groups`` written by rlcd's Parquet writer, read from the file's footer
+    (only floats, arrays and maps are observed in the batches)."""
+    schema = row_groups[0].schema
+    acc = StatsAccumulator(spec, footer_schema=schema)
+    settings = RewriteSettings("t", 0, ReadOptions(schema), spec, ())
+    writer = parquet_writer(pa.BufferOutputStream(), settings)
+    for rows in row_groups:
+        acc.update(rows)
+        if rows.num_rows:  # the rewrite never writes an empty row group
+            acc.update_row_group(rows)
+            writer.write_table(rows, row_group_size=rows.num_rows)
+    writer.close()
+    acc.add_footer(writer.writer.metadata)
+    return acc.finish(tight_bounds=tight_bounds)
+
+
+@settings(max_examples=150, deadline=None)
+@given(tables(long_strings=True), st.lists(st.integers(0, 25), max_size=6))
+def test_footer_stats_equal_batch_stats(
+    drawn: tuple[Any, dict[tuple[str, ...], list[Any]]], cuts: list[int]
+) -> None:
+    """Stats read from the footer of the file rlcd writes, cut into any row groups, equal stats
+    computed from the rows, also where strings are too long for Parquet's statistics."""
+    table, _ = drawn
+    one_pass = StatsAccumulator(HYPOTHESIS_SPEC)
+    one_pass.update(table)
+    bounds = [0, *sorted(min(c, table.num_rows) for c in cuts), table.num_rows]
+    groups = [table.slice(start, stop - start) for start, stop in itertools.pairwise(bounds)]
+    assert via_footer(HYPOTHESIS_SPEC, groups, True) == one_pass.finish(tight_bounds=True)
+
+
+def test_footer_row_groups_must_match_what_was_announced() -> None:
+    """A footer with other row groups than the rows announced is refused, not misread."""
+    spec = one_leaf(K.INTEGER)
+    rows = pa.table({"x": [1, 2]})
+    acc = StatsAccumulator(spec, footer_schema=rows.schema)
+    writer = parquet_writer(
+        pa.BufferOutputStream(), RewriteSettings("t", 0, ReadOptions(rows.schema), spec, ())
+    )
+    writer.write_table(rows, row_group_size=1)
+    writer.close()
+    acc.update_row_group(rows)
+    with pytest.raises(ValueError, match="footer has 2 row groups, 1 were announced"):
+        acc.add_footer(writer.writer.metadata)
+
+
 def zero_widened(stats: dict[str, Any]) -> None:
     """Check the -0.0 min / 0.0 max spelling, then let the plain comparison see plain zeros."""
     for key in ("minValues", "maxValues"):
@@ -778,9 +844,11 @@ FIXTURE_COMMITS = [
 
 
 @fixtures
+@pytest.mark.parametrize("footer", [False, True], ids=["batches", "footer"])
 @pytest.mark.parametrize(("table", "version"), FIXTURE_COMMITS)
-def test_stats_match_what_spark_wrote(table: str, version: int) -> None:
-    """Stats of each data file, fed in batches of 7 rows, equal the add's stats from Spark."""
+def test_stats_match_what_spark_wrote(table: str, version: int, footer: bool) -> None:
+    """Stats of each data file equal the add's stats from Spark: fed in batches of 7 rows, or
+    rewritten by rlcd's Parquet writer in row groups of 7 rows and read from its footer."""
     metadata, adds = read_log(table, version)
     assert adds
     schema = parse_schema(metadata.schema_string)
@@ -793,11 +861,16 @@ def test_stats_match_what_spark_wrote(table: str, version: int) -> None:
     types = leaf_types(target)
     for add in adds:
         spark = json.loads(add.stats or "", parse_float=Decimal)
-        acc = StatsAccumulator(spec)
         data = pq.ParquetFile(str(fixture_table(table) / unquote(add.path)))
-        for batch in data.iter_batches(batch_size=7):
-            acc.update(batch.cast(target))
-        text = acc.finish(tight_bounds=spark.get("tightBounds"))
+        batches = [b.cast(target) for b in data.iter_batches(batch_size=7)]
+        if footer:
+            groups = [pa.Table.from_batches([b]) for b in batches]
+            text = via_footer(spec, groups, spark.get("tightBounds"))
+        else:
+            acc = StatsAccumulator(spec)
+            for batch in batches:
+                acc.update(batch)
+            text = acc.finish(tight_bounds=spark.get("tightBounds"))
         ours = json.loads(text, parse_float=Decimal)
         assert list(ours) == list(spark), add.path
         assert ours["numRecords"] == spark["numRecords"]
