@@ -135,6 +135,8 @@ def run_rlcd(path: Path, count: bool) -> None:
 
 def child(name: str, path: str, queue: mp.Queue) -> None:
     p = Path(path)
+    if name.startswith("rlcd"):
+        import rlcd.cli  # the process settings the rlcd command makes, before pyarrow loads
     # import every contender's modules before the clock starts: startup is not compaction
     import deltalake  # noqa: F401
     import pyarrow.parquet  # noqa: F401

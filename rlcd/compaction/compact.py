@@ -8,6 +8,7 @@ metrics and logs.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -117,19 +118,32 @@ def rewrite_settings(
     )
 
 
+def _cores() -> int:
+    """The CPUs this process may run on (its affinity, where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 async def compact_table(
     store: ObjectStore,
     policy: CompactionPolicy,
     *,
     dry_run: bool = False,
     count_rows: bool = True,
-    bin_concurrency: int = 2,
+    bin_concurrency: int | None = None,
     predicate: tuple[str, ...] = (),
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     on_plan: Callable[[Sequence[Bin]], None] | None = None,
     on_bin_done: Callable[[Bin], None] | None = None,
 ) -> CompactionReport:
     """Compact one table once.
+
+    Up to ``bin_concurrency`` bins are rewritten at once (default: one more than the cores this
+    process may use, so a bin waiting on IO leaves no core idle). With fewer bins than that,
+    each bin splits its decoding and encoding over two threads so the cores stay busy; with
+    more, each bin runs in one thread, which costs less CPU and memory. Each bin holds at most
+    one row group and a few batches (see :func:`rewrite_bin`).
 
     Raises:
         UnsupportedFeatureError: the table has a feature rlcd cannot write safely (named).
@@ -149,20 +163,24 @@ async def compact_table(
     settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
     done: list[RewrittenBin] = []
     failed: list[BinFailure] = []
-    slots = anyio.CapacityLimiter(bin_concurrency)
-    shares = BinShares(bin_concurrency, len(bins))
+    concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
+    slots = anyio.CapacityLimiter(concurrency)
+    shares = BinShares(concurrency, len(bins))
+    split = len(bins) < concurrency
 
     async def one(b: Bin) -> None:
-        async with slots:
-            try:
-                done.append(await rewrite_bin(store, b, settings, shares=shares))
-            except RlcdError as exc:
-                failed.append(BinFailure(b, str(exc)))
-                log.warning("bin_failed", table=store.root, bin=b.bin_id, error=str(exc))
-            except Exception as exc:  # one bin's surprise must not sink the whole run
-                reason = f"unexpected {type(exc).__name__} while rewriting: {exc}"
-                failed.append(BinFailure(b, reason))
-                log.exception("bin_failed", table=store.root, bin=b.bin_id, error=reason)
+        try:
+            rewritten = await rewrite_bin(
+                store, b, settings, limiter=slots, shares=shares, split=split
+            )
+            done.append(rewritten)
+        except RlcdError as exc:
+            failed.append(BinFailure(b, str(exc)))
+            log.warning("bin_failed", table=store.root, bin=b.bin_id, error=str(exc))
+        except Exception as exc:  # one bin's surprise must not sink the whole run
+            reason = f"unexpected {type(exc).__name__} while rewriting: {exc}"
+            failed.append(BinFailure(b, reason))
+            log.exception("bin_failed", table=store.root, bin=b.bin_id, error=reason)
         if on_bin_done is not None:
             on_bin_done(b)
 

@@ -1,19 +1,21 @@
 """Streaming rewrite of one bin into one Parquet file.
 
-A bin is a pipeline: fetch (an async task, ``prefetch`` sources ahead), decode (one worker
-thread for the whole bin: Parquet to conformed live batches, fed to the stats accumulator),
-encode (one worker thread: batch counter, row group, Parquet writer) and, unless the store is
-local, upload (an async task feeding the store's multipart writer). Decode hands its batches
-straight to encode through a byte-bounded handoff, with no event-loop round trip per batch, so
-the two stages keep two cores busy. A local store's sources are opened in place and its output
-file is written by pyarrow itself: no data passes through Python objects or the event loop.
+A bin is a pipeline: fetch (an async task, ``prefetch`` sources ahead), decode (Parquet to
+conformed live batches, fed to the stats accumulator), encode (batch counter, row group,
+Parquet writer) and, unless the store is local, upload (an async task feeding the store's
+multipart writer). Decode and encode run in one worker thread when other bins of the run keep
+the other cores busy (the cheapest in CPU and memory), or are split over two threads, handing
+batches straight to each other through a byte-bounded handoff with no event-loop round trip
+per batch, so that a bin alone keeps two cores busy. A local store's sources are opened in
+place and its output file is written by pyarrow itself: no data passes through Python objects
+or the event loop.
 
-At any time the bin holds at most ``prefetch`` fetched sources, ``HANDOFF_BYTES`` of decoded
-batches (more for the last bins of a run, see :class:`BinShares`), one row group (bounded in
-rows and bytes) and, when uploading, a few chunks and one part: never the whole bin. Every
-batch, also one emptied by a DV, passes the stats accumulator and the batch counter (design
-§2). Any failure or cancellation stops both threads and aborts the output, so a failed bin
-leaves nothing behind.
+At any time the bin holds at most ``prefetch`` fetched sources, one row group (bounded in rows
+and bytes), when split ``HANDOFF_BYTES`` of decoded batches (more for the last bins of a run,
+see :class:`BinShares`) and, when uploading, a few chunks and one part: never the whole bin.
+Every batch, also one emptied by a DV, passes the stats accumulator and the batch counter
+(design §2). Any failure or cancellation stops the bin's threads and aborts the output, so a
+failed bin leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import contextlib
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,7 +307,9 @@ class BinShares:
     run at once, the remaining bins get the absent bins' shares as room between their stages:
     the encoder writes a row group in one burst, and with room the decode stage keeps running
     meanwhile, so the last bin of a run (or the only one) keeps two cores busy. The run's
-    bound stays ``concurrency * (ROW_GROUP_BYTES + HANDOFF_BYTES)``.
+    bound stays ``concurrency * (ROW_GROUP_BYTES + HANDOFF_BYTES)`` for the bins decoding,
+    plus up to ``concurrency`` last row groups of bins that only have that left to write (see
+    :func:`rewrite_bin`).
 
     Create one per run with the number of bins that may run at once and the number planned;
     pass it to every :func:`rewrite_bin` of the run. Thread-safe.
@@ -400,6 +404,37 @@ class _Handoff:
             self._ready.notify_all()
 
 
+def _items(
+    bin: Bin,
+    settings: RewriteSettings,
+    sources: ObjectReceiveStream[FetchedSource],
+    stats: StatsAccumulator,
+) -> Generator[_Item]:
+    """Take the fetched sources in order from the event loop, decode each into conformed live
+    batches and feed them to the stats accumulator: every source's start, then every batch,
+    also one whose rows were all deleted (the batch counter observes it). In a worker thread.
+
+    Raises:
+        _Aborted: the fetch task ended early (it reports its own failure or cancellation).
+    """
+    for index in range(len(bin.sources)):
+        try:
+            fetched = anyio.from_thread.run(sources.receive)
+        except anyio.EndOfStream:
+            raise _Aborted from None
+        try:
+            decoded = DecodedSource(
+                fetched, settings.read, table=settings.table, version=settings.version
+            )
+            yield _SourceStart(index, decoded.physical_rows)
+            for batch in decoded.batches():
+                if batch.num_rows:
+                    stats.update(batch)
+                yield index, batch
+        finally:
+            fetched.close()
+
+
 def _decode(
     bin: Bin,
     settings: RewriteSettings,
@@ -407,46 +442,53 @@ def _decode(
     handoff: _Handoff,
     stats: StatsAccumulator,
 ) -> None:
-    """The decode stage, in one worker thread for the whole bin: take the fetched sources in
-    order from the event loop, decode each into conformed live batches, feed them to the stats
-    accumulator (here rather than on the encode side, to balance the stages) and hand them on.
-
-    One thread per stage keeps each stage's allocations in one thread's allocator caches, and
-    costs no event-loop round trip per batch.
-    """
+    """The decode stage of a split bin, in one worker thread for the whole bin: every item of
+    :func:`_items` into the handoff (the stats are computed here rather than on the encode
+    side, to balance the stages)."""
     try:
-        for index in range(len(bin.sources)):
-            try:
-                fetched = anyio.from_thread.run(sources.receive)
-            except anyio.EndOfStream:  # the fetch task failed or was cancelled
-                handoff.abort()
-                return
-            try:
-                decoded = DecodedSource(
-                    fetched, settings.read, table=settings.table, version=settings.version
-                )
-                handoff.put(_SourceStart(index, decoded.physical_rows))
-                # every batch is handed on, also one whose rows were all deleted: the batch
-                # counter observes it
-                for batch in decoded.batches():
-                    if batch.num_rows:
-                        stats.update(batch)
-                    handoff.put((index, batch))
-            finally:
-                fetched.close()
+        with contextlib.closing(_items(bin, settings, sources, stats)) as items:
+            for item in items:
+                handoff.put(item)
         handoff.close()
     except _Aborted:
-        return
+        handoff.abort()
     except BaseException:
         handoff.abort()
         raise
 
 
 def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
-    """The encode stage, in one worker thread for the whole bin: every item into the encoder,
-    then close it (the last row group, the footer)."""
+    """The encode stage of a split bin, in one worker thread for the whole bin: every item into
+    the encoder, then close it (the last row group, the footer)."""
+    _finish(encoder, handoff, iter(handoff.get, None))
+
+
+def _decode_and_encode(
+    bin: Bin,
+    settings: RewriteSettings,
+    sources: ObjectReceiveStream[FetchedSource],
+    handoff: _Handoff,
+    encoder: _Encoder,
+    stats: StatsAccumulator,
+) -> None:
+    """A bin that is not split: both stages in one worker thread. The thread reuses the memory
+    it frees, nothing waits between the stages and no batches pile up in between; the run's
+    other bins keep the other cores busy. ``handoff`` only carries a cancellation."""
+
+    def items() -> Iterator[_Item]:
+        with contextlib.closing(_items(bin, settings, sources, stats)) as decoded:
+            for item in decoded:
+                if handoff.aborted:
+                    raise _Aborted
+                yield item
+
+    _finish(encoder, handoff, items())
+
+
+def _finish(encoder: _Encoder, handoff: _Handoff, items: Iterator[_Item]) -> None:
+    """Every item into the encoder, then close it; on any failure, discard the output."""
     try:
-        while (item := handoff.get()) is not None:
+        for item in items:
             encoder.accept(item)
         encoder.close()
     except _Aborted:
@@ -460,8 +502,11 @@ def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
         raise
 
 
-async def _stage(fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-    """Run a stage in a worker thread whose calls into the event loop are never cancelled.
+async def _stage(
+    fn: Callable[..., None], args: tuple[Any, ...], then: Callable[[], None] | None = None
+) -> None:
+    """Run a stage in a worker thread whose calls into the event loop are never cancelled,
+    then call ``then``.
 
     anyio does not cancel a ``from_thread`` call made after its scope was cancelled, so a
     thread waiting there for a stream could wait forever. Instead, a stage ends on its own:
@@ -470,6 +515,28 @@ async def _stage(fn: Callable[..., None], args: tuple[Any, ...]) -> None:
     """
     with anyio.CancelScope(shield=True):
         await anyio.to_thread.run_sync(fn, *args)
+    if then is not None:
+        then()
+
+
+class _Slot:
+    """One token of a run's limiter, borrowed by a bin until it has decoded its sources (or
+    ended): a bin writing its last row group lets the next bin start decoding meanwhile."""
+
+    def __init__(self, limiter: anyio.CapacityLimiter | None) -> None:
+        self._limiter = limiter
+        self._held = False
+
+    async def acquire(self) -> None:
+        if self._limiter is not None:
+            await self._limiter.acquire_on_behalf_of(self)
+            self._held = True
+
+    def release(self) -> None:
+        """Give the token back (once; later calls do nothing)."""
+        if self._held and self._limiter is not None:
+            self._held = False
+            self._limiter.release_on_behalf_of(self)
 
 
 async def _abort_when_cancelled(handoff: _Handoff, scope: anyio.CancelScope) -> None:
@@ -506,14 +573,22 @@ async def rewrite_bin(
     *,
     limiter: anyio.CapacityLimiter | None = None,
     shares: BinShares | None = None,
+    split: bool = True,
 ) -> RewrittenBin:
     """Write the bin's live rows, source after source, into one new object.
 
-    The decode and encode stages each hold one of anyio's worker threads for the whole bin.
-    ``limiter``, when given, is held (one token) while the bin rewrites: it bounds how many
-    bins rewrite at once, not the threads a bin uses, which could deadlock its two stages.
-    ``shares`` is the run's :class:`BinShares`; without one the bin holds at most
-    ``HANDOFF_BYTES`` between its stages.
+    A ``split`` bin runs its decode and encode stages in two of anyio's worker threads, each
+    for the whole bin: one bin keeps two cores busy. Otherwise one worker thread does both,
+    which costs less CPU and memory (no batches wait between the stages, and the thread reuses
+    what it frees): the choice when other bins keep the other cores busy.
+
+    ``limiter``, when given, is held (one token) from the start until the bin has decoded all
+    its sources (a bin that is not split: until it is written): it bounds how many bins decode
+    at once, not the threads a bin uses, which could deadlock a split bin's stages. A split
+    bin that only has its last row group left to encode lets the next bin start, so the two
+    overlap instead of leaving a core idle; each holds at most one row group. ``shares`` is
+    the run's :class:`BinShares`; without one a split bin holds at most ``HANDOFF_BYTES``
+    between its stages.
 
     Raises:
         CorruptDataError, DeletionVectorError: a source cannot be read; nothing is left behind.
@@ -522,12 +597,14 @@ async def rewrite_bin(
     handoff = _Handoff(shares)
     if shares is not None:
         shares._join(handoff)
+    slot = _Slot(limiter)
     try:
-        async with limiter if limiter is not None else contextlib.nullcontext():
-            return await _rewrite(store, bin, settings, handoff)
+        await slot.acquire()
+        return await _rewrite(store, bin, settings, handoff, slot, split)
     except BaseExceptionGroup as group:
         raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
     finally:
+        slot.release()
         if shares is not None:
             shares._leave(handoff)
 
@@ -544,6 +621,8 @@ async def _rewrite(
     bin: Bin,
     settings: RewriteSettings,
     handoff: _Handoff,
+    slot: _Slot,
+    split: bool,
 ) -> RewrittenBin:
     memory_pool()  # from here on, Arrow allocates in the rewrite's pool
     key = output_key(bin, settings.partition_columns, settings.codec)
@@ -565,9 +644,14 @@ async def _rewrite(
                         tg.start_soon(_upload, chunk_receive, writer)
                     tg.start_soon(_prefetch, store, bin, settings, fetch_send)
                     tg.start_soon(_abort_when_cancelled, handoff, watch)
-                    tg.start_soon(_stage, _decode, (bin, settings, fetch_receive, handoff, stats))
                     try:
-                        await _stage(_encode, (encoder, handoff))
+                        if split:
+                            decode = (bin, settings, fetch_receive, handoff, stats)
+                            tg.start_soon(_stage, _decode, decode, slot.release)
+                            await _stage(_encode, (encoder, handoff))
+                        else:
+                            both = (bin, settings, fetch_receive, handoff, encoder, stats)
+                            await _stage(_decode_and_encode, both)
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
                         watch.cancel()

@@ -10,11 +10,8 @@ file objects: pyarrow can abort at exit after reading those, see pitfalls).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -54,38 +51,19 @@ def memory_pool() -> pa.MemoryPool:
 
     pyarrow's default pool is the one its Parquet reader builds arrays in, its writer converts
     in, and compute functions use; it has to be the default because ``ParquetFile`` takes no
-    pool. (The reader's and writer's internal page buffers stay in the C++ default pool, fixed
-    when pyarrow loads; see :func:`_no_transparent_huge_pages`.) A rewrite allocates and frees
-    tens of MiB per row group from several threads. On the bench table (340 MiB, two bins at
-    once) mimalloc, pyarrow's default, either faulted every row group in afresh after releasing
-    it (3.5x the page faults, ~8% more CPU) or, without the release, peaked ~25 MiB higher;
-    jemalloc reuses freed memory across threads and returns it to the OS in the background.
+    pool. A rewrite allocates and frees tens of MiB per row group, often in one thread what
+    another allocated. On the bench table mimalloc, pyarrow's usual default, either faulted
+    every row group in afresh after releasing it (3.5x the page faults, ~8% more CPU) or,
+    without the release, peaked higher; jemalloc reuses freed memory across threads. The
+    ``rlcd`` command also makes jemalloc the C++ default, for the reader's and writer's own
+    buffers (see :mod:`rlcd.cli.process`).
     """
-    _no_transparent_huge_pages()
     try:
         pool = pa.jemalloc_memory_pool()
     except NotImplementedError:  # a pyarrow built without jemalloc (e.g. some macOS wheels)
         return pa.default_memory_pool()
     pa.set_memory_pool(pool)
     return pool
-
-
-_PR_SET_THP_DISABLE = 41
-
-
-def _no_transparent_huge_pages() -> None:
-    """Turn transparent huge pages off for this process (Linux; elsewhere, or if refused, a
-    no-op).
-
-    pyarrow's Parquet reader and writer keep their page and encoding buffers in its bundled
-    mimalloc whatever pyarrow's default pool, and mimalloc asks for huge pages: each 2 MiB page
-    it touches stays resident. On the bench table that held 35-50 MiB of RSS for at most 8 MiB
-    in use, and peak RSS was ~40 MiB higher than with 4 KiB pages, at no measurable time cost.
-    """
-    if sys.platform != "linux":
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,3 +101,18 @@ def test_demo_command_runs_the_whole_job(tmp_path: Path) -> None:
     result = rlcd("demo", "--path", str(tmp_path / "demo"), "--files", "9", "--rows", "300")
     assert result.returncode == 0, result.stderr
     assert "verified" in result.stdout and "identical" in result.stdout
+
+
+@pytest.mark.parametrize(("environment", "pool"), [({}, "jemalloc"), ({"X": "system"}, "system")])
+def test_the_command_runs_arrow_on_jemalloc_unless_told_otherwise(
+    environment: dict[str, str], pool: str
+) -> None:
+    """The command's process settings are made before pyarrow loads, and yield to the user's."""
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if environment:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = environment["X"]
+    code = "import rlcd.cli.main, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == pool

@@ -98,10 +98,14 @@ def _outputs(path: Path) -> set[str]:
     return {p.name for p in path.glob("*.zstd.parquet")}
 
 
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
 @pytest.mark.parametrize("spill", [False, True])
-async def test_local_and_remote_paths_write_the_same_file(tmp_path: Path, spill: bool) -> None:
+async def test_local_and_remote_paths_write_the_same_file(
+    tmp_path: Path, spill: bool, split: bool
+) -> None:
     """In-place reads and pyarrow's own file give what fetched (or spilled) bytes and the
-    streaming upload give: same rows in the same order, same stats, same runs."""
+    streaming upload give, and a split bin what a one-thread bin gives: same rows in the same
+    order, same stats, same runs."""
     _small_table(tmp_path)
     async with LocalStore(tmp_path) as store:
         bin_, settings = await _plan(store)
@@ -110,7 +114,7 @@ async def test_local_and_remote_paths_write_the_same_file(tmp_path: Path, spill:
             settings = dataclasses.replace(
                 settings, read=dataclasses.replace(settings.read, spill_threshold=1)
             )
-        remote = await rewrite_bin(Remote(store), bin_, settings)  # type: ignore[arg-type]
+        remote = await rewrite_bin(Remote(store), bin_, settings, split=split)  # type: ignore[arg-type]
     assert local.key and remote.key and local.key != remote.key
     assert pq.read_table(tmp_path / local.key).equals(pq.read_table(tmp_path / remote.key))
     assert (local.stats, local.runs, local.offsets, local.rows) == (
@@ -122,7 +126,8 @@ async def test_local_and_remote_paths_write_the_same_file(tmp_path: Path, spill:
     assert not _leftovers(tmp_path)
 
 
-async def test_failed_upload_stops_the_bin_and_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
+async def test_failed_upload_stops_the_bin_and_leaves_nothing(tmp_path: Path, split: bool) -> None:
     """The store fails while the encoder still has chunks to hand over: the bin fails with
     the store's error, every stage stops, and the upload is aborted."""
     _big_table(tmp_path)
@@ -130,14 +135,15 @@ async def test_failed_upload_stops_the_bin_and_leaves_nothing(tmp_path: Path) ->
     async with LocalStore(tmp_path) as store:
         bin_, settings = await _plan(store)
         with anyio.fail_after(60), pytest.raises(StorageError, match="connection reset"):
-            await rewrite_bin(Remote(store, fail_writes=2), bin_, settings)  # type: ignore[arg-type]
+            await rewrite_bin(Remote(store, fail_writes=2), bin_, settings, split=split)  # type: ignore[arg-type]
     assert _outputs(tmp_path) == before
     assert not _leftovers(tmp_path)
 
 
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
 @pytest.mark.parametrize("remote", [False, True])
 async def test_missing_source_fails_the_bin_and_leaves_nothing(
-    tmp_path: Path, remote: bool
+    tmp_path: Path, remote: bool, split: bool
 ) -> None:
     _small_table(tmp_path)
     before = _outputs(tmp_path)
@@ -146,15 +152,16 @@ async def test_missing_source_fails_the_bin_and_leaves_nothing(
         (tmp_path / bin_.sources[-1].path).unlink()
         target: Any = Remote(store) if remote else store
         with anyio.fail_after(60), pytest.raises(MissingDataFileError):
-            await rewrite_bin(target, bin_, settings)
+            await rewrite_bin(target, bin_, settings, split=split)
     assert _outputs(tmp_path) == before - {bin_.sources[-1].path}
     assert not _leftovers(tmp_path)
 
 
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
 @pytest.mark.parametrize("remote", [False, True])
 @pytest.mark.parametrize("after", [0.0, 0.05, 0.3])
 async def test_cancelled_bin_stops_promptly_and_leaves_nothing(
-    tmp_path: Path, remote: bool, after: float
+    tmp_path: Path, remote: bool, after: float, split: bool
 ) -> None:
     """Cancelled at any point (before the threads start, while decoding, while uploading),
     the bin returns soon, with no thread left behind and nothing written."""
@@ -170,7 +177,7 @@ async def test_cancelled_bin_stops_promptly_and_leaves_nothing(
         done: list[RewrittenBin] = []
         started = time.monotonic()
         with anyio.move_on_after(after):
-            done.append(await rewrite_bin(target, bin_, settings))
+            done.append(await rewrite_bin(target, bin_, settings, split=split))
         assert time.monotonic() - started < after + 10
     if not done:  # finished before the deadline on a fast machine: nothing to check
         assert _outputs(tmp_path) == before
@@ -200,7 +207,8 @@ async def test_local_file_writer_publishes_or_leaves_nothing(tmp_path: Path) -> 
     assert sorted(p.name for p in (tmp_path / "dir").iterdir()) == ["a.bin"]
 
 
-async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
+async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path, split: bool) -> None:
     """Two bins under one token rewrite one after the other; neither deadlocks its stages."""
     _small_table(tmp_path)
     limiter = anyio.CapacityLimiter(1)
@@ -209,7 +217,7 @@ async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path) -> Non
         done: list[RewrittenBin] = []
 
         async def one() -> None:
-            done.append(await rewrite_bin(store, bin_, settings, limiter=limiter))
+            done.append(await rewrite_bin(store, bin_, settings, limiter=limiter, split=split))
 
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
