@@ -1,6 +1,6 @@
 """Compaction throughput and memory, side by side in one run.
 
-    .venv/bin/python bench/compact.py [--files 200] [--rows 50000] [--repeat 3]
+    .venv/bin/python bench/compact.py [--files 200] [--rows 50000] [--repeat 5]
 
 Generates one Delta table (``--files`` appends of ``--rows`` rows of mixed types, as a streaming
 writer leaves them), then compacts identical copies of it with:
@@ -12,9 +12,11 @@ writer leaves them), then compacts identical copies of it with:
 - ``rlcd-nocount``: the same with the batch counter switched off.
 
 Each run is a fresh subprocess (so peak RSS is its own), on a fresh copy of the table; the
-contenders alternate within each repetition and the median time is kept. Prints throughput
-(input MiB/s), ratios against delta-rs and the counter's overhead, and writes JSON to
-``bench/out/compact.json``. Absolute numbers on a shared machine are noise; the ratios are
+contenders alternate within each repetition (each repetition starting with the next one).
+Prints each contender's median time and highest peak RSS, and the ratios that matter: a time
+ratio is the median over repetitions of the ratio within one repetition (a slow spell of the
+machine hits both contenders of a pair), peak RSS compares the highest of each. Writes JSON
+to ``bench/out/compact.json``. Absolute numbers on a shared machine are noise; the ratios are
 measured under the same noise.
 """
 
@@ -179,7 +181,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "compact.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlcd-bench-") as tmp:
@@ -195,7 +197,8 @@ def main() -> int:
         )
         runs: dict[str, list[dict[str, float]]] = {c: [] for c in CONTENDERS}
         for r in range(args.repeat):
-            for name in CONTENDERS:
+            # each repetition starts with another contender: none always runs first
+            for name in CONTENDERS[r % len(CONTENDERS) :] + CONTENDERS[: r % len(CONTENDERS)]:
                 run = measure(name, table, scratch)
                 runs[name].append(run)
                 print(
@@ -213,11 +216,17 @@ def main() -> int:
             "peak_rss_mib": max(x["max_rss_kib"] for x in results) / 1024,
             "runs": results,
         }
-    dl, on, off = summary["deltalake"], summary["rlcd"], summary["rlcd-nocount"]
+    dl, on = summary["deltalake"], summary["rlcd"]
+
+    def paired(slow: str, fast: str) -> float:
+        """Median over repetitions of ``slow``'s time over ``fast``'s in the same repetition."""
+        pairs = zip(runs[slow], runs[fast], strict=True)
+        return statistics.median(a["seconds"] / b["seconds"] for a, b in pairs)
+
     ratios = {
-        "rlcd_vs_deltalake_throughput": on["mib_per_s"] / dl["mib_per_s"],
-        "rlcd_vs_floor_throughput": on["mib_per_s"] / summary["floor"]["mib_per_s"],
-        "counter_overhead": on["median_seconds"] / off["median_seconds"] - 1,
+        "rlcd_vs_deltalake_throughput": paired("deltalake", "rlcd"),
+        "rlcd_vs_floor_throughput": paired("floor", "rlcd"),
+        "counter_overhead": paired("rlcd", "rlcd-nocount") - 1,
         "rlcd_vs_deltalake_peak_rss": on["peak_rss_mib"] / dl["peak_rss_mib"],
     }
     print(f"\n{'contender':13s} {'MiB/s':>8s} {'median s':>9s} {'CPU s':>6s} {'peak RSS MiB':>13s}")
