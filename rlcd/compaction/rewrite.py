@@ -244,8 +244,6 @@ class _Encoder:
             self.stats.update_row_group(table)
             self._writer().write_table(table, row_group_size=table.num_rows)
             self.rows += table.num_rows
-            del table
-            memory_pool().release_unused()  # keep the bin's RSS at one row group
 
     def _writer(self) -> pq.ParquetWriter:
         if self.writer is None:

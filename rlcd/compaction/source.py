@@ -51,10 +51,11 @@ def memory_pool() -> pa.MemoryPool:
 
     pyarrow's default pool is the one its Parquet reader builds arrays in, its writer converts
     in, and compute functions use; it has to be the default because ``ParquetFile`` takes no
-    pool. A rewrite allocates and frees tens of MiB per row group, often in one thread what
-    another allocated. On the bench table mimalloc, pyarrow's usual default, either faulted
-    every row group in afresh after releasing it (3.5x the page faults, ~8% more CPU) or,
-    without the release, peaked higher; jemalloc reuses freed memory across threads. The
+    pool. A rewrite allocates and frees tens of MiB per row group, in a split bin in one
+    thread what another allocated. On the bench table mimalloc, pyarrow's usual default, used
+    ~8% more CPU (it faults freed memory in afresh) or peaked higher; jemalloc reuses freed
+    memory, also across threads, and returns what stays unused to the system in the
+    background, so rlcd never purges it itself (that cost ~6% CPU for no lower peak). The
     ``rlcd`` command also makes jemalloc the C++ default, for the reader's and writer's own
     buffers (see :mod:`rlcd.cli.process`).
     """
