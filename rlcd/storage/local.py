@@ -206,20 +206,21 @@ class _LocalParts:
 
     async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
         path = self._store._path("complete", key)
-
-        def publish() -> ObjectMeta:
-            with _errors("complete", key):
-                with open(upload_id, "rb") as f:
-                    os.fsync(f.fileno())
-                os.replace(upload_id, path)
-                _fsync_dir(path)
-            return _stat("complete", key, path)
-
-        return await self._store._run(publish)
+        return await self._store._run(lambda: _publish(key, upload_id, path))
 
     async def abort_upload(self, key: str, upload_id: str) -> None:
         with _errors("abort", key):
             await self._store._run(lambda: _unlink(upload_id))
+
+
+def _publish(key: str, temp: str, target: str) -> ObjectMeta:
+    """Make a finished temp file durable and move it over ``target`` atomically."""
+    with _errors("complete", key):
+        with open(temp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+        _fsync_dir(target)
+    return _stat("complete", key, target)
 
 
 class LocalFileWriter:
@@ -266,17 +267,8 @@ class LocalFileWriter:
         self._check_open("complete")
         self._finished = True
         path, target, key = self.path, self._target, self.key
-
-        def publish() -> ObjectMeta:
-            with _errors("complete", key):
-                with open(path, "rb") as f:
-                    os.fsync(f.fileno())
-                os.replace(path, target)
-                _fsync_dir(target)
-            return _stat("complete", key, target)
-
         try:
-            return await self._store._run(publish)
+            return await self._store._run(lambda: _publish(key, path, target))
         except BaseException:
             _unlink(path)
             raise
