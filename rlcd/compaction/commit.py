@@ -19,7 +19,7 @@ import structlog
 
 from rlcd.compaction.classify import classify_winners
 from rlcd.compaction.rewrite import RewrittenBin
-from rlcd.compaction.tags import composition_tags
+from rlcd.compaction.tags import composition_tags, optimized_tags
 from rlcd.delta.actions import Action, AddFile, CommitInfo
 from rlcd.delta.load import list_log, read_commit, table_config
 from rlcd.delta.log_path import LogKind
@@ -57,6 +57,7 @@ def bin_actions(done: RewrittenBin, *, now_ms: int) -> list[Action]:
                 modification_time=done.modification_time,
                 data_change=False,
                 stats=done.stats,
+                tags=optimized_tags(done.target_file_size),
             )
         )
     for i, source in enumerate(done.bin.sources):

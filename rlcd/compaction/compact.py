@@ -115,6 +115,7 @@ def rewrite_settings(
         row_group_rows=policy.row_group_rows,
         tight_bounds=True if config.deletion_vectors_supported else None,
         count_rows=count_rows,
+        target_file_size=policy.target_file_size,
     )
 
 

@@ -11,6 +11,13 @@ and must then read it from the Parquet footer, design §2). Files with a ``clust
 are never candidates: rlcd is not a clustering implementation (§5.3). Files outside the
 partition filter are not either.
 
+*Settled files.* A small file whose add carries ``OPTIMIZE_TARGET_SIZE`` (the tag Spark,
+Databricks and rlcd put on OPTIMIZE outputs) of at least ``T`` was already compacted for this
+target: it is small because its bin's rows compress better than its sources did (snappy
+files rewritten as zstd often shrink 3-4x), or because its partition holds little data. It is
+a candidate only in a partition whose other candidates make a bin by themselves (two or more
+new small files, or a DV to purge); it is then worth folding in. Otherwise it is left alone.
+
 *Grouping.* Candidates are grouped by their exact raw ``partitionValues`` map, so ``"1"`` and
 ``"01"``, or ``null`` and ``""``, land in different bins: the output copies the map verbatim
 (§2.11), which is only right when every source has the same one. Within a partition the
@@ -34,7 +41,10 @@ two files (two small ones fit together). A file rewritten alone had ``w > T - M 
 small either. So the only small file the run can leave in a partition is the last bin's output
 (or its one source, if that bin was dropped). Every purge candidate was in a kept bin and
 outputs carry no DV, so nothing is over the ratio. One small file and nothing to purge is no
-bin. ``max_bins`` only postpones the tail: bins are ordered by their first source's log
+bin. The outputs are tagged with ``T``, so one that came out smaller than estimated (its rows
+compress better than its sources did) is settled, and settled files are left alone unless the
+other candidates make a bin by themselves, which that one leftover file cannot.
+``max_bins`` only postpones the tail: bins are ordered by their first source's log
 position, so a cut keeps a prefix of every partition's bins, and the next run plans the rest
 exactly as before.
 
@@ -51,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
+from rlcd.compaction.tags import optimized_for
 from rlcd.delta.actions import AddFile
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
@@ -114,6 +125,7 @@ class _Candidate:
     add: AddFile
     live_bytes: int
     purge: bool
+    settled: bool  # an earlier OPTIMIZE's output, small only because of its partition's data
 
 
 def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy) -> list[Bin]:
@@ -148,7 +160,12 @@ def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy)
         if candidate is not None:
             key = tuple(sorted(add.partition_values.items(), key=lambda item: item[0]))
             by_partition.setdefault(key, []).append(candidate)
-    packed = [b for candidates in by_partition.values() for b in _pack(candidates, policy)]
+    packed = [
+        b
+        for candidates in by_partition.values()
+        if _pack([c for c in candidates if not c.settled], policy)
+        for b in _pack(candidates, policy)
+    ]
     packed.sort(key=lambda group: group[0].position)
     bins = [_bin(group) for group in packed]
     return bins if policy.max_bins is None else bins[: policy.max_bins]
@@ -166,7 +183,9 @@ def _candidate(position: int, add: AddFile, policy: CompactionPolicy) -> _Candid
         purge = deleted / physical > policy.max_deleted_rows_ratio
     if not purge and add.size >= policy.small_file_threshold:
         return None
-    return _Candidate(position, add, live_bytes, purge)
+    made_for = optimized_for(add.tags)
+    settled = not purge and made_for is not None and made_for >= policy.target_file_size
+    return _Candidate(position, add, live_bytes, purge, settled)
 
 
 def _pack(candidates: Sequence[_Candidate], policy: CompactionPolicy) -> list[list[_Candidate]]:

@@ -100,6 +100,7 @@ class RewriteSettings:
     dictionary_page_limit: int = 64 * 1024
     tight_bounds: bool | None = True
     count_rows: bool = True
+    target_file_size: int | None = None  # recorded on the output (OPTIMIZE_TARGET_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,7 @@ class RewrittenBin:
     runs: tuple[Run, ...]
     physical_rows: tuple[int, ...]
     offsets: tuple[int, ...] | None
+    target_file_size: int | None = None
 
 
 def output_key(bin: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
@@ -679,4 +681,5 @@ async def _rewrite(
         runs=encoder.counter.runs,
         physical_rows=physical,
         offsets=tuple(offsets) if offsets is not None else None,
+        target_file_size=settings.target_file_size,
     )

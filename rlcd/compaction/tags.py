@@ -1,4 +1,5 @@
-"""The composition tags on a compaction's tombstones: encode, strict parse, tiling. Pure.
+"""The tags of a compaction: composition tags on its tombstones (encode, strict parse, tiling)
+and the OPTIMIZE target size on its outputs. Pure.
 
 Design §2: every source's RemoveFile carries ``compactedInto`` = ``["<output path>"]`` and
 ``compactionInfo`` = ``[{"rowOffsetInTarget":o,"sourceNumPhysicalRecords":P}]``, JSON text in
@@ -26,16 +27,39 @@ from rlcd.delta.actions import RemoveFile
 __all__ = (
     "COMPACTED_INTO",
     "COMPACTION_INFO",
+    "OPTIMIZE_TARGET_SIZE",
+    "optimized_tags",
+    "optimized_for",
     "Composition",
     "composition_tags",
     "parse_composition",
     "check_tiling",
 )
 
+OPTIMIZE_TARGET_SIZE: Final = "OPTIMIZE_TARGET_SIZE"
+"""The add tag Spark and Databricks put on OPTIMIZE outputs: the target size they were made for."""
 COMPACTED_INTO: Final = "compactedInto"
 COMPACTION_INFO: Final = "compactionInfo"
 _ROW_OFFSET: Final = "rowOffsetInTarget"
 _PHYSICAL: Final = "sourceNumPhysicalRecords"
+
+
+def optimized_tags(target_file_size: int | None) -> dict[str, str] | None:
+    """The tags of a compaction output made for ``target_file_size`` (None: no tags)."""
+    if target_file_size is None:
+        return None
+    return {OPTIMIZE_TARGET_SIZE: str(target_file_size)}
+
+
+def optimized_for(tags: Mapping[str, str | None] | None) -> int | None:
+    """The target size an OPTIMIZE output was made for, from its add's tags; None when the
+    file is not one (or the tag is not a positive integer)."""
+    raw = (tags or {}).get(OPTIMIZE_TARGET_SIZE)
+    try:
+        value = int(raw) if raw is not None else 0
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def _is_count(value: object) -> TypeGuard[int]:

@@ -50,6 +50,7 @@ async def test_optimize_commit_shape(tmp_path: Path) -> None:
         assert add["dataChange"] is False and json.loads(add["stats"])["numRecords"] == 200
         assert add["path"].startswith(f"part={add['partitionValues']['part']}/part-00000-")
         assert add["path"].endswith("-c000.zstd.parquet")
+        assert int(add["tags"]["OPTIMIZE_TARGET_SIZE"]) > 0  # as Spark tags OPTIMIZE outputs
     paths = {a["path"] for a in adds}
     for rm in removes:
         assert rm["dataChange"] is False and rm["extendedFileMetadata"] is True

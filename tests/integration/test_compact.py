@@ -22,9 +22,12 @@ from tests.conftest import fixture_table
 from tests.integration.tables import (
     MAKERS,
     S3Mirror,
+    append,
+    batch,
     delta_rs_rows,
     kernel_rows,
     live_files,
+    rows_of,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -121,3 +124,26 @@ async def test_dry_run_writes_nothing(copy_fixture: Callable[[str], Path]) -> No
     assert report.planned and report.committed_version is None
     assert {p: p.stat().st_mtime_ns for p in path.rglob("*")} == before
     shutil.rmtree(path)
+
+
+async def test_outputs_that_compress_better_are_not_compacted_again(tmp_path: Path) -> None:
+    """Snappy sources rewritten as zstd come out smaller than their bins were estimated, even
+    under the small-file threshold; tagged with the target they were made for, the next run
+    leaves them alone, and folds them in once new small files arrive."""
+    for i in range(12):
+        append(tmp_path, batch(i * 5000, 5000))
+    size = max(p.stat().st_size for p in tmp_path.glob("*.parquet"))
+    policy = CompactionPolicy(target_file_size=4 * size + 1)
+    before = delta_rs_rows(tmp_path)
+    async with open_store(str(tmp_path)) as store:
+        first = await compact_table(store, policy)
+        assert len(first.committed) == 3
+        assert all(b.size < policy.small_file_threshold for b in first.committed)
+        assert (await compact_table(store, policy)).planned == ()
+        new = [batch(100_000 + i * 10, 10) for i in range(2)]
+        for rows in new:
+            append(tmp_path, rows)
+        third = await compact_table(store, policy)
+    assert [len(b.sources) for b in third.planned] == [5]
+    assert live_files(tmp_path) == 1
+    assert delta_rs_rows(tmp_path) == before + rows_of(new[0]) + rows_of(new[1])

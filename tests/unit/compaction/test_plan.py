@@ -309,6 +309,41 @@ def test_bins_close_when_the_next_file_does_not_fit() -> None:
     assert paths(plan(files, P100)) == [["a", "b"], ["c", "d", "e"]]
 
 
+def optimized(f: AddFile, target: int = 100) -> AddFile:
+    """``f`` as an earlier OPTIMIZE's output for ``target`` (its add's tags say so)."""
+    return replace(f, tags={"OPTIMIZE_TARGET_SIZE": str(target)})
+
+
+def test_settled_outputs_alone_are_left_alone() -> None:
+    """Small files an OPTIMIZE made for this target (or a bigger one) plan nothing by
+    themselves, nor with a single new small file beside them."""
+    settled = [optimized(add("o1", 20)), optimized(add("o2", 20), 500), optimized(add("o3", 5))]
+    assert plan(settled, P100) == []
+    assert plan([*settled, add("new", 3)], P100) == []
+
+
+def test_settled_outputs_are_folded_in_with_new_small_files() -> None:
+    """Once new small files make a bin of their own, the settled files of their partition join
+    the packing, in log order; other partitions' settled files do not."""
+    files = [
+        optimized(add("o1", 20)),
+        optimized(add("o2", 20)),
+        optimized(add("q", 20, "b")),
+        add("n1", 10),
+        add("n2", 10),
+        optimized(add("q2", 20, "b")),
+    ]
+    assert paths(plan(files, P100)) == [["o1", "o2", "n1", "n2"]]
+
+
+def test_outputs_of_a_smaller_target_or_with_dvs_are_ordinary_candidates() -> None:
+    """A tag for a smaller target does not settle a file; a DV over the ratio is purged."""
+    smaller = [optimized(add("s1", 20), 50), optimized(add("s2", 20), 50)]
+    assert paths(plan(smaller, P100)) == [["s1", "s2"]]
+    purged = optimized(add("d", 20, records=10, deleted=5))
+    assert paths(plan([purged], P100)) == [["d"]]
+
+
 def test_deleted_fraction_over_the_ratio_purges_even_alone() -> None:
     """A big file over 5% deleted is a one-file bin; at or under 5% it is left alone."""
     files = [
@@ -545,15 +580,24 @@ def is_purge_candidate(f: AddFile, policy: CompactionPolicy) -> bool:
     return f.deleted_rows / f.num_records > policy.max_deleted_rows_ratio
 
 
-def compact(files: Sequence[AddFile], bins: Sequence[Bin], run: int) -> list[AddFile]:
-    """Simulate the compaction: each bin's sources become one DV-free file of its live bytes."""
+def compact(
+    files: Sequence[AddFile],
+    bins: Sequence[Bin],
+    run: int,
+    *,
+    shrink: float = 1.0,
+    target: int | None = None,
+) -> list[AddFile]:
+    """Simulate the compaction: each bin's sources become one DV-free file of its live bytes
+    times ``shrink`` (the output compresses better), tagged with ``target`` when given."""
     removed = {s.path for b in bins for s in b.sources}
     outputs = [
         AddFile(
             path=f"out{run}-{i}",
             partition_values=dict(b.partition_values),
-            size=b.estimated_bytes,
+            size=max(1, int(b.estimated_bytes * shrink)),
             stats=json.dumps({"numRecords": b.estimated_bytes}),
+            tags={"OPTIMIZE_TARGET_SIZE": str(target)} if target is not None else None,
         )
         for i, b in enumerate(bins)
     ]
@@ -605,6 +649,18 @@ def test_a_second_run_plans_nothing(files: list[AddFile], policy: CompactionPoli
     """Right after a compaction the planner finds nothing to do: no re-compaction loop."""
     bins = plan(files, policy)
     assert plan(compact(files, bins, 1), policy) == []
+
+
+@settings(max_examples=500)
+@given(files_strategy(), policies(), st.floats(0.01, 1.0))
+def test_a_second_run_plans_nothing_whatever_the_outputs_compress_to(
+    files: list[AddFile], policy: CompactionPolicy, shrink: float
+) -> None:
+    """Outputs tagged with the target plan nothing right after, even when they came out far
+    smaller than estimated (snappy sources rewritten as zstd)."""
+    bins = plan(files, policy)
+    after = compact(files, bins, 1, shrink=shrink, target=policy.target_file_size)
+    assert plan(after, policy) == []
 
 
 @settings(max_examples=200)
