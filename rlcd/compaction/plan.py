@@ -46,7 +46,8 @@ compress better than its sources did) is settled, and settled files are left alo
 other candidates make a bin by themselves, which that one leftover file cannot.
 ``max_bins`` only postpones the tail: bins are ordered by their first source's log
 position, so a cut keeps a prefix of every partition's bins, and the next run plans the rest
-exactly as before.
+as before, except that outputs of the cut that came out small are folded into their
+partition's remaining bins.
 
 *Order.* Bins come out by the log position of their first source, oldest first: older files
 are colder, and compacting cold data makes conflicts with concurrent DML rarer (§0 item 10).
@@ -125,7 +126,7 @@ class _Candidate:
     add: AddFile
     live_bytes: int
     purge: bool
-    settled: bool  # an earlier OPTIMIZE's output, small only because of its partition's data
+    settled: bool  # an earlier OPTIMIZE's output for this target (or a bigger one)
 
 
 def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy) -> list[Bin]:
