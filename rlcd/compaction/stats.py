@@ -444,7 +444,6 @@ class StatsAccumulator:
         "_footer_bounds",
         "_index_paths",
         "_num_records",
-        "_row_groups",
         "_schema",
         "_spec",
         "_states",
@@ -460,7 +459,6 @@ class StatsAccumulator:
         self._columns: tuple[int | None, ...] = (None,) * len(spec.leaves)
         # per row group written: exact bounds of the string leaves Arrow's writer leaves out
         self._footer_bounds: list[dict[int, tuple[Any, Any]]] = []
-        self._row_groups = 0
         if footer_schema is not None:
             paths = self._resolve(footer_schema)
             self._columns = tuple(
@@ -506,7 +504,6 @@ class StatsAccumulator:
                 extremes = pc.min_max(array)
                 exact[i] = (extremes["min"].as_py(), extremes["max"].as_py())
         self._footer_bounds.append(exact)
-        self._row_groups += 1
 
     def add_footer(self, metadata: Any) -> None:
         """Footer mode: fold in the written file's ``pq.FileMetaData``.
@@ -515,10 +512,10 @@ class StatsAccumulator:
             ValueError: the file's row groups are not the ones passed to ``update_row_group``, or
                 a column chunk has no statistics.
         """
-        if metadata.num_row_groups != self._row_groups:
+        if metadata.num_row_groups != len(self._footer_bounds):
             raise ValueError(
                 f"footer has {metadata.num_row_groups} row groups, "
-                f"{self._row_groups} were announced"
+                f"{len(self._footer_bounds)} were announced"
             )
         for r in range(metadata.num_row_groups):
             row_group, exact = metadata.row_group(r), self._footer_bounds[r]
