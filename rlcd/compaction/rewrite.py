@@ -450,11 +450,10 @@ def _decode(
             for item in items:
                 handoff.put(item)
         handoff.close()
-    except _Aborted:
+    except BaseException as exc:
         handoff.abort()
-    except BaseException:
-        handoff.abort()
-        raise
+        if not isinstance(exc, _Aborted):  # the fetch task reports its own failure
+            raise
 
 
 def _encode(encoder: _Encoder, handoff: _Handoff) -> None:

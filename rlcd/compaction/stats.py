@@ -495,15 +495,17 @@ class StatsAccumulator:
         statistics."""
         exact: dict[int, tuple[Any, Any]] = {}
         arrays: dict[tuple[int, ...], Any] = {}
+        self._footer_bounds.append(exact)
+        if not rows.num_rows:
+            return
         for i, (leaf, path) in enumerate(zip(self._spec.leaves, self._index_paths, strict=True)):
-            if leaf.kind is not StatKind.STRING or self._columns[i] is None or not rows.num_rows:
+            if leaf.kind is not StatKind.STRING or self._columns[i] is None:
                 continue
             array = _column(rows, path, arrays)
             longest = pc.max(pc.binary_length(array)).as_py()
             if longest is not None and longest > PARQUET_MAX_STATISTICS_BYTES:
                 extremes = pc.min_max(array)
                 exact[i] = (extremes["min"].as_py(), extremes["max"].as_py())
-        self._footer_bounds.append(exact)
 
     def add_footer(self, metadata: Any) -> None:
         """Footer mode: fold in the written file's ``pq.FileMetaData``.
@@ -517,6 +519,9 @@ class StatsAccumulator:
                 f"footer has {metadata.num_row_groups} row groups, "
                 f"{len(self._footer_bounds)} were announced"
             )
+        logical = {
+            c: metadata.schema.column(c).logical_type for c in self._columns if c is not None
+        }
         for r in range(metadata.num_row_groups):
             row_group, exact = metadata.row_group(r), self._footer_bounds[r]
             for i, (leaf, state, column) in enumerate(
@@ -534,8 +539,7 @@ class StatsAccumulator:
                 if i in exact:
                     state.merge(*exact[i])
                 elif stats.has_min_max:
-                    raw = _FROM_RAW[leaf.kind]
-                    unit = metadata.schema.column(column).logical_type
+                    raw, unit = _FROM_RAW[leaf.kind], logical[column]
                     state.merge(raw(stats.min_raw, unit), raw(stats.max_raw, unit))
                 else:
                     state.unbounded = True  # values without bounds: widen to none, never guess
