@@ -21,8 +21,7 @@ from rlcd.compaction.classify import classify_winners
 from rlcd.compaction.rewrite import RewrittenBin
 from rlcd.compaction.tags import composition_tags, optimized_tags
 from rlcd.delta.actions import Action, AddFile, CommitInfo
-from rlcd.delta.load import list_log, read_commit, table_config
-from rlcd.delta.log_path import LogKind
+from rlcd.delta.load import read_commit, read_commits_after, table_config
 from rlcd.delta.replay import Snapshot, replay
 from rlcd.delta.write import make_commit_info, write_commit
 from rlcd.errors import StorageError
@@ -142,14 +141,6 @@ async def _put(
     raise failure
 
 
-async def _winners(store: ObjectStore, after: int, table: str) -> list[tuple[int, list[Action]]]:
-    """Every commit after version ``after``, read in order."""
-    commits = [
-        p for p in await list_log(store, after_version=after + 1) if p.kind is LogKind.COMMIT
-    ]
-    return [(c.version, await read_commit(store, c.version, table=table)) for c in commits]
-
-
 async def discard_outputs(store: ObjectStore, bins: Sequence[RewrittenBin]) -> None:
     """Delete the outputs of bins that will not commit; failures are logged, not raised."""
     for b in bins:
@@ -197,7 +188,7 @@ async def commit_bins(
                 "bins_committed", table=table, version=version, bins=len(pending), attempts=attempt
             )
             return CommitOutcome(version, tuple(pending), tuple(aborted), attempt)
-        winners = await _winners(store, current.version, table)
+        winners = await read_commits_after(store, current.version, through=version, table=table)
         current = replay(table, winners, base=current)
         decisions = classify_winners([b.bin for b in pending], winners)
         lost = [b for b in pending if b.bin.bin_id in decisions]

@@ -36,6 +36,7 @@ __all__ = (
     "load_snapshot",
     "update_snapshot",
     "read_commit",
+    "read_commits_after",
     "list_log",
     "read_deletion_vector",
     "table_config",
@@ -124,12 +125,46 @@ async def read_commit(store: ObjectStore, version: int, *, table: str) -> list[A
     """The actions of one JSON commit."""
     key = f"{LOG_DIR}/{version:020d}.json"
     data = await _read_log_file(store, key, "commit", table=table, version=version)
+    return _parse_commit(data, table=table, version=version, key=key)
+
+
+def _parse_commit(data: bytes, *, table: str, version: int, key: str) -> list[Action]:
     try:
         return parse_commit(data)
     except ActionError as exc:
         raise CorruptLogError(
             f"malformed commit: {exc}", table=table, version=version, path=key
         ) from exc
+
+
+async def read_commits_after(
+    store: ObjectStore, version: int, *, through: int, table: str
+) -> list[tuple[int, list[Action]]]:
+    """Every commit after ``version``, read by key one version after the other until the first
+    that does not exist; each up to ``through`` (one known to exist) must.
+
+    A GET sees a commit as soon as it is written, where a listing may lag behind on some
+    stores: reading by key cannot skip a commit, and a skipped winner would go unclassified.
+
+    Raises:
+        CorruptLogError: a commit up to ``through`` is missing, or one is malformed.
+    """
+    commits: list[tuple[int, list[Action]]] = []
+    while True:
+        current = version + len(commits) + 1
+        key = f"{LOG_DIR}/{current:020d}.json"
+        try:
+            data = await store.get(key)
+        except NotFoundError as exc:
+            if current > through:
+                return commits
+            raise CorruptLogError(
+                f"commit file is missing, though commit {through} exists",
+                table=table,
+                version=current,
+                path=key,
+            ) from exc
+        commits.append((current, _parse_commit(data, table=table, version=current, key=key)))
 
 
 def _parse_parquet(data: bytes) -> pa.Table:

@@ -8,7 +8,8 @@ aborts only its bin, and no row is lost or duplicated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import deltalake
@@ -21,7 +22,7 @@ from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.verify import verify_table
 from rlcd.errors import TransientStorageError
-from rlcd.storage import LocalStore, PutResult
+from rlcd.storage import LocalStore, ObjectMeta, PutResult
 from tests.integration.tables import (
     append,
     batch,
@@ -143,3 +144,46 @@ async def test_a_commit_whose_response_was_lost_is_recognised(tmp_path: Path) ->
     assert report.committed_version == report.read_version + 1 and not report.failed
     assert not (tmp_path / "_delta_log" / f"{report.read_version + 2:020d}.json").exists()
     assert sum(delta_rs_rows(tmp_path).values()) == 400
+
+
+class LaggingListStore(LocalStore):
+    """A store whose listing lags behind the commits it has stored (as some S3-compatible
+    stores' do): ``hidden`` keys exist for GET but are left out of LIST."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.hidden: set[str] = set()
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        listed = super().list(prefix, start_after=start_after)
+
+        async def visible() -> AsyncIterator[ObjectMeta]:
+            async for meta in listed:
+                if meta.key not in self.hidden:
+                    yield meta
+
+        return visible()
+
+
+async def test_a_winner_the_listing_misses_is_still_classified(tmp_path: Path) -> None:
+    """A DELETE wins the race, then an append lands that the listing shows while it still
+    hides the DELETE: rlcd reads the winners by key, so the DELETE aborts its bin rather than
+    being skipped (which would leave the source live next to the output: duplicated rows)."""
+    partitioned(tmp_path)
+    before = delta_rs_rows(tmp_path)
+    expected = Counter({row: n for row, n in before.items() if dict(row)["id"] != 0})
+    expected.update(rows_of(batch(10_000, 7, part=["b"] * 7)))
+
+    async with LaggingListStore(tmp_path) as store:
+
+        def delete_then_append(_bins: Sequence[Bin]) -> None:
+            table = deltalake.DeltaTable(str(tmp_path))
+            table.delete("id = 0")
+            store.hidden.add(f"_delta_log/{table.version():020d}.json")
+            append(tmp_path, batch(10_000, 7, part=["b"] * 7), partition_by=["part"])
+
+        report = await compact_table(store, POLICY, on_plan=delete_then_append)
+    (failure,) = report.failed
+    assert failure.bin.partition_values == {"part": "a"} and "DELETE" in failure.reason
+    assert delta_rs_rows(tmp_path) == expected
+    assert kernel_rows(tmp_path) == expected

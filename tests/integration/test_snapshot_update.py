@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlcd.delta.load import load_snapshot, update_snapshot
+from rlcd.delta.load import load_snapshot, read_commits_after, update_snapshot
+from rlcd.errors import CorruptLogError
 from rlcd.storage import LocalStore
 from rlcd.storage.base import ObjectMeta
 from tests.integration.tables import append, batch
@@ -68,3 +69,18 @@ async def test_load_at_a_version(tmp_path: Path) -> None:
             3,
             4,
         ]
+
+
+async def test_commits_after_a_version_are_read_by_key(tmp_path: Path) -> None:
+    """The commits after a version, read one key after the other up to the first missing one,
+    without listing; a commit missing below one known to exist is a corrupt log, named."""
+    for i in range(4):
+        append(tmp_path, batch(i * 10, 10))
+    async with CountingStore(tmp_path) as store:
+        commits = await read_commits_after(store, 1, through=2, table=store.root)
+        assert [v for v, _ in commits] == [2, 3]
+        assert store.lists == []
+        (tmp_path / "_delta_log" / f"{2:020d}.json").unlink()
+        with pytest.raises(CorruptLogError, match="missing, though commit 3 exists") as info:
+            await read_commits_after(store, 1, through=3, table=store.root)
+        assert info.value.version == 2
