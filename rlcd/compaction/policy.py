@@ -69,6 +69,7 @@ MIB: Final = 1024 * 1024
 DEFAULT_TARGET_FILE_SIZE: Final = 128 * MIB
 DEFAULT_MAX_DELETED_ROWS_RATIO: Final = 0.05
 DEFAULT_ROW_GROUP_ROWS: Final = 1024 * 1024  # pyarrow's default row group length
+MAX_ROW_GROUP_ROWS: Final = 64 * 1024 * 1024  # pyarrow splits longer row groups silently
 CODECS: Final = frozenset({"zstd", "snappy", "gzip", "none"})
 """Parquet codecs every Delta reader handles, spelled as pyarrow's ``compression`` takes them
 (``none``: uncompressed). LZ4 (Hadoop framing vs LZ4_RAW) and Brotli are not universal."""
@@ -313,7 +314,8 @@ class CompactionPolicy:
     Invariants (checked on construction, raising :class:`ConfigError` that names the field):
     sizes are positive integers (``min_file_size`` may be 0: purge DVs only);
     ``2 * min_file_size <= target_file_size``; ``0 <= max_deleted_rows_ratio <= 1``;
-    ``max_bins`` is None or at least 1; ``codec`` is one of :data:`CODECS`.
+    ``max_bins`` is None or at least 1; ``codec`` is one of :data:`CODECS`;
+    ``1 <= row_group_rows <= MAX_ROW_GROUP_ROWS``.
     """
 
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
@@ -348,6 +350,11 @@ class CompactionPolicy:
                 f"codec must be one of {', '.join(sorted(CODECS))}, got {self.codec!r}"
             )
         _check_count("row_group_rows", self.row_group_rows, minimum=1)
+        if self.row_group_rows > MAX_ROW_GROUP_ROWS:
+            raise ConfigError(
+                f"row_group_rows must be at most {MAX_ROW_GROUP_ROWS} (pyarrow's longest row "
+                f"group), got {self.row_group_rows}"
+            )
 
     @property
     def small_file_threshold(self) -> int:

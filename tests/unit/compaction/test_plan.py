@@ -137,6 +137,7 @@ def test_policy_defaults() -> None:
         ({"max_bins": 0}, "max_bins must be an integer >= 1"),
         ({"codec": "lz4"}, "codec must be one of gzip, none, snappy, zstd"),
         ({"row_group_rows": 0}, "row_group_rows must be an integer >= 1"),
+        ({"row_group_rows": 64 * 1024 * 1024 + 1}, "row_group_rows must be at most 67108864"),
     ],
 )
 def test_policy_validation_names_the_field(fields: dict[str, object], message: str) -> None:
