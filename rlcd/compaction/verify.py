@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import anyio
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.policy import CompactionPolicy
@@ -74,16 +73,34 @@ def _as_add(remove: RemoveFile) -> AddFile:
     return AddFile(path=remove.path, size=remove.size or 0, deletion_vector=remove.deletion_vector)
 
 
+def _bits(t: pa.DataType) -> pa.DataType:
+    """``t`` with every floating-point leaf, at any depth, as the integer of its width: the
+    same buffers, compared bit for bit."""
+    if pa.types.is_floating(t):
+        return pa.int16() if t.bit_width == 16 else pa.int32() if t.bit_width == 32 else pa.int64()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_bits(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(_bits(t.key_type)), t.item_field.with_type(_bits(t.item_type))
+        )
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_bits(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_bits(t.value_type)))
+    return t
+
+
 def _same_rows(a: pa.Table, b: pa.Table) -> bool:
-    """Row-for-row equality where NaN equals NaN (``Table.equals`` says NaN != NaN)."""
+    """Row-for-row equality, floats bit for bit at any depth: a rewrite copies values, and
+    ``Table.equals`` would say NaN != NaN."""
     if a.schema != b.schema or a.num_rows != b.num_rows:
         return False
     for x, y in zip(a.columns, b.columns, strict=True):
-        if pa.types.is_floating(x.type):
-            nan_x, nan_y = pc.is_nan(x), pc.is_nan(y)
-            if not nan_x.equals(nan_y):
-                return False
-            x, y = pc.if_else(nan_x, 0.0, x), pc.if_else(nan_y, 0.0, y)
+        bits = _bits(x.type)
+        if bits != x.type:
+            x = pa.chunked_array([c.view(bits) for c in x.chunks], bits)
+            y = pa.chunked_array([c.view(bits) for c in y.chunks], bits)
         if not x.equals(y):
             return False
     return True

@@ -199,14 +199,25 @@ async def test_verify_flags_a_live_output_that_is_missing(tmp_path: Path) -> Non
 
 
 async def test_verify_treats_nan_as_equal_to_itself(tmp_path: Path) -> None:
-    """Rows holding NaN verify: the same NaN in source and output is the same row."""
+    """Rows holding NaN verify, at any depth: the same NaN in source and output is the same
+    row (in a struct, a list and a map too)."""
     import pyarrow as pa
 
     from tests.integration.tables import append
 
+    nan = float("nan")
     for i in range(3):
         append(
-            tmp_path, pa.table({"x": [float("nan"), float(i)], "y": pa.array([i, i], pa.int64())})
+            tmp_path,
+            pa.table(
+                {
+                    "x": [nan, float(i)],
+                    "y": pa.array([i, i], pa.int64()),
+                    "s": pa.array([{"f": nan}, {"f": 1.0}], pa.struct([("f", pa.float32())])),
+                    "l": pa.array([[nan, 2.0], None], pa.list_(pa.float64())),
+                    "m": pa.array([[("k", nan)], []], pa.map_(pa.string(), pa.float64())),
+                }
+            ),
         )
     version = await _compact(tmp_path)
     async with LocalStore(tmp_path) as store:
