@@ -3,7 +3,9 @@
 For every JSON commit whose tombstones carry ``compactedInto``/``compactionInfo`` (written by
 rlcd or by any engine using the Databricks format), check that each output's runs tile it and
 that every source still on storage has exactly the output's rows ``[o, o + L)``, in order.
-Sources or outputs already vacuumed are reported as skipped, never as passing checks.
+Sources or outputs already vacuumed are reported as skipped, never as passing checks. An
+output is decoded once, streaming past its sources in row order: memory holds about a batch
+of each, whatever the file sizes.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import pyarrow as pa
 
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.source import DecodedSource, ReadOptions, fetch_source
+from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
 from rlcd.compaction.tags import COMPACTED_INTO, Composition, check_tiling, parse_composition
 from rlcd.delta.actions import Action, AddFile, RemoveFile
 from rlcd.delta.load import list_log, load_snapshot, read_commit, table_config
@@ -51,21 +54,46 @@ class VerifyReport:
         return all(not c.problems for c in self.commits)
 
 
-async def _read_rows(
-    store: ObjectStore, add: AddFile, options: ReadOptions, *, table: str, version: int
-) -> pa.Table:
-    fetched = await fetch_source(store, add, options, version=version)
+class _Rows:
+    """A decoded file's rows taken in order, any number at a time across its batches: the
+    output is compared with its sources as it streams, never held whole."""
 
-    def decode() -> pa.Table:
-        try:
-            return pa.Table.from_batches(
-                list(DecodedSource(fetched, options, table=table, version=version).batches()),
-                schema=options.target,
-            )
-        finally:
-            fetched.close()
+    def __init__(self, decoded: DecodedSource, schema: pa.Schema) -> None:
+        self._batches = decoded.batches()
+        self._schema = schema
+        self._pending: pa.RecordBatch | None = None
+        self.position = 0
 
-    return await anyio.to_thread.run_sync(decode)
+    def take(self, n: int) -> pa.Table:
+        """The next ``n`` rows (fewer where the file ends)."""
+        parts = []
+        while n > 0:
+            if self._pending is None or not self._pending.num_rows:
+                self._pending = next(self._batches, None)
+                if self._pending is None:
+                    break
+                continue
+            part = self._pending.slice(0, n)
+            self._pending = self._pending.slice(part.num_rows)
+            parts.append(part)
+            n -= part.num_rows
+            self.position += part.num_rows
+        return pa.Table.from_batches(parts, schema=self._schema)
+
+
+def _compare(
+    source: FetchedSource, output: _Rows, live: int, *, options: ReadOptions, where: dict[str, Any]
+) -> tuple[int, bool]:
+    """The source's live row count, and whether its first ``live`` rows equal the output's next
+    ones, batch by batch. In a worker thread."""
+    rows, same = 0, True
+    for batch in DecodedSource(source, options, **where).batches():
+        wanted = max(0, min(batch.num_rows, live - rows))
+        if same and wanted:
+            mine = pa.Table.from_batches([batch.slice(0, wanted)])
+            same = _same_rows(mine, output.take(wanted))
+        rows += batch.num_rows
+    return rows, same
 
 
 def _as_add(remove: RemoveFile) -> AddFile:
@@ -123,15 +151,10 @@ async def _check_output(
     runs: Sequence[tuple[RemoveFile, Composition]],
 ) -> None:
     store, options = ctx.store, ctx.options
-    table, version = store.root, check.version
-    rows = output.num_records
+    where: dict[str, Any] = {"table": store.root, "version": check.version}
     try:
-        data = await _read_rows(
-            store,
-            AddFile(path=output.path, size=output.size),
-            options,
-            table=table,
-            version=version,
+        fetched = await fetch_source(
+            store, AddFile(path=output.path, size=output.size), options, version=check.version
         )
     except MissingDataFileError:
         if ctx.is_live(output.path):
@@ -140,26 +163,58 @@ async def _check_output(
             check.notes.append(f"output {output.path} was removed since: not checked")
         check.sources_skipped += len(runs)
         return
-    rows = data.num_rows if rows is None else rows
-    if data.num_rows != rows:
-        check.problems.append(f"output {output.path} has {data.num_rows} rows, stats say {rows}")
-    tiling = check_tiling([c for _, c in runs], data.num_rows)
+    try:
+        decoded = await anyio.to_thread.run_sync(lambda: DecodedSource(fetched, options, **where))
+        await _check_runs(ctx, check, output, runs, decoded, where)
+    finally:
+        fetched.close()
+
+
+async def _check_runs(
+    ctx: _Context,
+    check: CommitCheck,
+    output: AddFile,
+    runs: Sequence[tuple[RemoveFile, Composition]],
+    decoded: DecodedSource,
+    where: dict[str, Any],
+) -> None:
+    """Each source against its run of the output, in the output's row order."""
+    rows = decoded.physical_rows
+    if output.num_records is not None and rows != output.num_records:
+        check.problems.append(
+            f"output {output.path} has {rows} rows, stats say {output.num_records}"
+        )
+    tiling = check_tiling([c for _, c in runs], rows)
     if tiling is not None:
         check.problems.append(f"output {output.path}: {tiling}")
-    for remove, comp in runs:
+    data = _Rows(decoded, ctx.options.target)
+    for remove, comp in sorted(runs, key=lambda run: run[1].row_offset):
+        if comp.row_offset < data.position:
+            continue  # overlaps the run before: the tiling problem says so
         try:
-            source = await _read_rows(store, _as_add(remove), options, table=table, version=version)
+            source = await fetch_source(
+                ctx.store, _as_add(remove), ctx.options, version=check.version
+            )
         except MissingDataFileError:
             if ctx.is_live(remove.path):
                 check.problems.append(f"source {remove.path} is live in the table but missing")
             check.sources_skipped += 1
             continue
         check.sources_checked += 1
-        if source.num_rows != comp.live:
+
+        def compare(source: FetchedSource = source, comp: Composition = comp) -> tuple[int, bool]:
+            data.take(comp.row_offset - data.position)  # rows no run claims: skipped
+            return _compare(source, data, comp.live, options=ctx.options, where=where)
+
+        try:
+            live, same = await anyio.to_thread.run_sync(compare)
+        finally:
+            source.close()
+        if live != comp.live:
             check.problems.append(
-                f"source {remove.path} has {source.num_rows} live rows, the tags say {comp.live}"
+                f"source {remove.path} has {live} live rows, the tags say {comp.live}"
             )
-        elif not _same_rows(source, data.slice(comp.row_offset, comp.live)):
+        elif not same:
             check.problems.append(
                 f"source {remove.path} differs from output rows "
                 f"[{comp.row_offset}, {comp.row_offset + comp.live}) of {output.path}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -12,7 +13,7 @@ from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.verify import verify_table
 from rlcd.storage import LocalStore
-from tests.integration.tables import partitioned
+from tests.integration.tables import append, batch, partitioned
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -201,9 +202,6 @@ async def test_verify_flags_a_live_output_that_is_missing(tmp_path: Path) -> Non
 async def test_verify_treats_nan_as_equal_to_itself(tmp_path: Path) -> None:
     """Rows holding NaN verify, at any depth: the same NaN in source and output is the same
     row (in a struct, a list and a map too)."""
-    import pyarrow as pa
-
-    from tests.integration.tables import append
 
     nan = float("nan")
     for i in range(3):
@@ -224,3 +222,27 @@ async def test_verify_treats_nan_as_equal_to_itself(tmp_path: Path) -> None:
         report = await verify_table(store)
     assert report.ok, report
     assert report.commits[0].version == version and report.commits[0].sources_checked == 3
+
+
+async def test_verify_streams_runs_across_output_batches(tmp_path: Path) -> None:
+    """Runs that straddle the output's batches verify; one value changed deep in the last
+    source (past the output's first batch) is reported for that source alone."""
+
+    for i in range(4):
+        append(tmp_path, batch(i * 20_000, 20_000))
+    version = await _compact(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+        assert report.ok and report.commits[0].sources_checked == 4
+        last = max(
+            (a["remove"] for a in _commit(tmp_path, version) if "remove" in a),
+            key=lambda r: json.loads(r["tags"]["compactionInfo"])[0]["rowOffsetInTarget"],
+        )
+        source = tmp_path / last["path"]
+        table = pq.read_table(source)
+        ids = table.column("id").to_pylist()
+        ids[19_000] = -1  # output row 79_000: in the output's second batch
+        pq.write_table(table.set_column(0, "id", pa.array(ids, pa.int64())), source)
+        broken = await verify_table(store)
+    (problem,) = broken.commits[0].problems
+    assert last["path"] in problem and "[60000, 80000)" in problem
