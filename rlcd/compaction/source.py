@@ -27,7 +27,7 @@ from pyroaring import BitMap64
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
-from rlcd.delta.schema import PARQUET_FIELD_ID_KEY
+from rlcd.delta.schema import PARQUET_FIELD_ID_KEY, cast_compatible
 from rlcd.errors import CorruptDataError, MissingDataFileError, NotFoundError
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.local import LocalStore
@@ -38,6 +38,7 @@ __all__ = (
     "DecodedSource",
     "fetch_source",
     "conform_batch",
+    "SchemaMismatchError",
     "memory_pool",
 )
 
@@ -207,6 +208,8 @@ class DecodedSource:
                     options.target,
                     by_field_id=options.by_field_id,
                 )
+        except SchemaMismatchError as exc:
+            raise CorruptDataError(str(exc), **self._where) from exc
         except (pa.ArrowException, OSError) as exc:
             raise CorruptDataError(f"unreadable Parquet data: {exc}", **self._where) from exc
         if start != self.physical_rows:
@@ -310,13 +313,45 @@ def _conform(array: pa.Array | None, target: pa.Field, n: int, by_field_id: bool
         items = _conform(array.items.slice(start, length), t.item_field, length, by_field_id)
         return pa.MapArray.from_arrays(offsets.cast(pa.int32()), keys, items, type=t, mask=mask)
     if array.type != t:
-        return array.cast(t)
+        if not _readable_as(array.type, t):
+            raise SchemaMismatchError(
+                f"column {target.name!r} is {array.type} in the file, which the table's {t} "
+                "cannot hold (not a type widening Delta allows)"
+            )
+        return array.cast(t)  # safe: a value the table's type cannot hold raises
     return array
+
+
+def _readable_as(stored: pa.DataType, t: pa.DataType) -> bool:
+    """A leaf stored as ``stored`` read as the table's ``t``: a widening Delta allows or the
+    same Delta type in another Arrow encoding (:func:`cast_compatible`), or a Parquet type
+    other engines read as ``t`` where the safe cast checks each value: dictionary encoded,
+    all null, unsigned, a finer timestamp unit, INT96's zone-less timestamps in a timestamp
+    column, unannotated bytes in a string column."""
+    types = pa.types
+    if types.is_dictionary(stored):
+        return _readable_as(stored.value_type, t)
+    if types.is_null(stored) or cast_compatible(stored, t):
+        return True
+    if types.is_timestamp(stored) and types.is_timestamp(t):
+        return stored.tz is None or t.tz is not None
+    if types.is_unsigned_integer(stored):
+        return bool(types.is_integer(t) or types.is_decimal(t))
+    return bool(types.is_binary(stored) and types.is_string(t))
+
+
+class SchemaMismatchError(ValueError):
+    """A file's column holds a type its table's column cannot (raised by :func:`conform_batch`)."""
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool) -> pa.RecordBatch:
     """A batch with exactly ``target``'s columns, order, types and field metadata. Columns the
-    file has but the table does not (dropped columns, ``_change_type``) are left out."""
+    file has but the table does not (dropped columns, ``_change_type``) are left out.
+
+    Raises:
+        SchemaMismatchError: a column's type in the file is not one the table's type reads.
+        pyarrow.ArrowInvalid: a value does not fit the table's type (e.g. an unsigned overflow).
+    """
     fields = list(batch.schema)
     columns = []
     for f in target:

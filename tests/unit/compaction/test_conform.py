@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -86,4 +87,76 @@ def test_id_mode_refuses_files_without_field_ids() -> None:
     target = pa.schema([pa.field("col-1", pa.int64(), metadata=fid(1))])
     with pytest.raises(CorruptDataError, match="no Parquet field ids") as info:
         DecodedSource(fetched, ReadOptions(target=target, by_field_id=True), table="t", version=3)
+    assert info.value.path == "f.parquet"
+
+
+def _decode(table: pa.Table, target: pa.Schema) -> pa.Table:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    fetched = FetchedSource(
+        AddFile(path="f.parquet", size=1), "f.parquet", BitMap64(), data=sink.getvalue()
+    )
+    decoded = DecodedSource(fetched, ReadOptions(target=target), table="t", version=3)
+    return pa.Table.from_batches(list(decoded.batches()), schema=target)
+
+
+@pytest.mark.parametrize(
+    ("stored", "table_type", "values"),
+    [
+        (pa.int32(), pa.int64(), [1, None]),  # Delta type widening
+        (pa.float32(), pa.float64(), [1.5, None]),
+        (pa.date32(), pa.timestamp("us"), [0, 1]),
+        (pa.decimal128(5, 2), pa.decimal128(10, 4), [None, Decimal("1.25")]),
+        (pa.dictionary(pa.int32(), pa.string()), pa.string(), ["a", "b"]),  # encodings
+        (pa.large_string(), pa.string(), ["a", None]),
+        (pa.timestamp("ns", "UTC"), pa.timestamp("us", "UTC"), [1000, None]),
+        (pa.timestamp("us"), pa.timestamp("us", "UTC"), [1, 2]),  # INT96 reads zone-less
+        (pa.uint8(), pa.int16(), [255, 0]),
+        (pa.binary(), pa.string(), [b"a", None]),
+        (pa.null(), pa.int64(), [None, None]),
+    ],
+)
+def test_types_other_engines_read_are_cast(
+    stored: pa.DataType, table_type: pa.DataType, values: list[object]
+) -> None:
+    """What Delta widens, and what readers take as the same Delta type, is cast value for
+    value."""
+    if pa.types.is_dictionary(stored):
+        array = pa.array(values).dictionary_encode()
+    else:
+        array = pa.array(values, stored)
+    target = pa.schema([pa.field("c", table_type)])
+    assert _decode(pa.table({"c": array}), target).column("c").to_pylist() == (
+        array.cast(table_type).to_pylist()
+    )
+
+
+@pytest.mark.parametrize(
+    ("stored", "table_type", "values"),
+    [
+        (pa.float64(), pa.float32(), [1e300]),  # would read as inf
+        (pa.int64(), pa.int32(), [1]),  # narrowing
+        (pa.string(), pa.int64(), ["12"]),  # would parse
+        (pa.timestamp("us", "UTC"), pa.timestamp("us"), [1]),  # drops the zone
+        (pa.decimal128(10, 4), pa.decimal128(10, 2), [None]),  # loses scale
+        (pa.struct([("x", pa.int32())]), pa.int32(), [{"x": 1}]),
+    ],
+)
+def test_types_the_table_cannot_hold_are_refused(
+    stored: pa.DataType, table_type: pa.DataType, values: list[object]
+) -> None:
+    """A stored type Delta does not widen to the table's is refused, naming file and column,
+    rather than cast into other values."""
+    target = pa.schema([pa.field("c", table_type)])
+    with pytest.raises(CorruptDataError, match=r"column 'c' is .* which the table") as info:
+        _decode(pa.table({"c": pa.array(values, stored)}), target)
+    assert info.value.path == "f.parquet"
+
+
+def test_a_value_the_table_type_cannot_hold_is_refused() -> None:
+    """An unsigned value beyond the signed table type fails the safe cast: refused, not
+    wrapped."""
+    target = pa.schema([pa.field("c", pa.int16())])
+    with pytest.raises(CorruptDataError, match="unreadable") as info:
+        _decode(pa.table({"c": pa.array([65535], pa.uint16())}), target)
     assert info.value.path == "f.parquet"
