@@ -11,7 +11,7 @@ of each, whatever the file sizes.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,19 +66,25 @@ class _Rows:
 
     def take(self, n: int) -> pa.Table:
         """The next ``n`` rows (fewer where the file ends)."""
-        parts = []
+        return pa.Table.from_batches(list(self._advance(n)), schema=self._schema)
+
+    def skip(self, n: int) -> None:
+        """Pass over the next ``n`` rows, a batch at a time."""
+        for _ in self._advance(n):
+            pass
+
+    def _advance(self, n: int) -> Iterator[pa.RecordBatch]:
         while n > 0:
             if self._pending is None or not self._pending.num_rows:
                 self._pending = next(self._batches, None)
                 if self._pending is None:
-                    break
+                    return
                 continue
             part = self._pending.slice(0, n)
             self._pending = self._pending.slice(part.num_rows)
-            parts.append(part)
             n -= part.num_rows
             self.position += part.num_rows
-        return pa.Table.from_batches(parts, schema=self._schema)
+            yield part
 
 
 def _compare(
@@ -203,7 +209,7 @@ async def _check_runs(
         check.sources_checked += 1
 
         def compare(source: FetchedSource = source, comp: Composition = comp) -> tuple[int, bool]:
-            data.take(comp.row_offset - data.position)  # rows no run claims: skipped
+            data.skip(comp.row_offset - data.position)  # rows no run claims
             return _compare(source, data, comp.live, options=ctx.options, where=where)
 
         try:
