@@ -22,6 +22,7 @@ from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
 from rlcd.compaction.source import ReadOptions
 from rlcd.compaction.stats import stats_spec
+from rlcd.delta.coordination import ensure_put_if_absent_writers
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
@@ -147,13 +148,15 @@ async def compact_table(
     one row group and a few batches (see :func:`rewrite_bin`).
 
     Raises:
-        UnsupportedFeatureError: the table has a feature rlcd cannot write safely (named).
+        UnsupportedFeatureError: the table has a feature rlcd cannot write safely, or writers
+            that do not commit with put-if-absent (named).
         CorruptLogError: the log or schema cannot be used.
         StorageError: the store failed while loading or committing.
     """
     snapshot = await load_snapshot(store)
     config = table_config(snapshot)
     config.ensure_writable()
+    await ensure_put_if_absent_writers(store, version=snapshot.version)
     policy = effective_policy(policy, config)
     bins = tuple(plan_bins(snapshot, config, policy))
     report = CompactionReport(store.root, snapshot.version, policy, bins, dry_run=dry_run)

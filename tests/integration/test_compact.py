@@ -17,6 +17,7 @@ from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.verify import verify_table
 from rlcd.delta.load import load_snapshot
+from rlcd.errors import UnsupportedFeatureError
 from rlcd.storage import open_store
 from tests.conftest import fixture_table
 from tests.integration.tables import (
@@ -147,3 +148,27 @@ async def test_outputs_that_compress_better_are_not_compacted_again(tmp_path: Pa
     assert [len(b.sources) for b in third.planned] == [5]
     assert live_files(tmp_path) == 1
     assert delta_rs_rows(tmp_path) == before + rows_of(new[0]) + rows_of(new[1])
+
+
+@pytest.mark.parametrize(
+    "temp", ["_delta_log/.tmp/00000000000000000005.json.1b2c", "_delta_log/_commit_9f1e.json.tmp"]
+)
+async def test_s3_table_with_dynamodb_writers_is_refused(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, temp: str
+) -> None:
+    """A temporary commit file of a writer coordinating through DynamoDB (Spark's
+    S3DynamoDBLogStore, or delta-rs 1.6.0 and older) means commits rlcd cannot see: the table
+    is refused, the file named, before anything is planned or written."""
+    source = tmp_path / "src"
+    MAKERS["unpartitioned"](source)
+    mirror = S3Mirror(moto_endpoint, s3_bucket)
+    uri = mirror.upload(source, "tables/t")
+    mirror._client.put_object(Bucket=s3_bucket, Key=f"tables/t/{temp}", Body=b"{}")
+    async with open_store(uri, s3=mirror.config) as store:
+        with pytest.raises(UnsupportedFeatureError, match="DynamoDB") as info:
+            await compact_table(store, POLICY, dry_run=True)
+        with pytest.raises(UnsupportedFeatureError):
+            await compact_table(store, POLICY)
+    assert temp in str(info.value) and info.value.features == ("externalCommitCoordination",)
+    copy = mirror.download("tables/t", tmp_path / "after")
+    assert not [p for p in copy.rglob("*.parquet") if p.name.endswith(".zstd.parquet")]
