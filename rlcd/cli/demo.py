@@ -30,6 +30,7 @@ from rlcd.compaction.verify import verify_table
 from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.delta.write import write_commit
+from rlcd.errors import ConfigError
 from rlcd.storage import LocalStore
 
 __all__ = ("DemoResult", "build_demo_table", "run_demo")
@@ -85,9 +86,27 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
+_MARKER = ".rlcd-demo"
+_DEMO_ENTRIES = frozenset({_MARKER, "_delta_log", *(f"region={r}" for r in REGIONS)})
+
+
 def _fresh_dir(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    """Empty ``path`` for a new demo table; only a directory an earlier demo made (its marker,
+    or nothing but a demo table's entries) is ever deleted.
+
+    Raises:
+        ConfigError: ``path`` holds anything else.
+    """
+    if path.exists():
+        entries = {p.name for p in path.iterdir()} if path.is_dir() else {""}
+        if _MARKER not in entries and not entries <= _DEMO_ENTRIES:
+            raise ConfigError(
+                f"--path {path} exists and is not a demo table rlcd made: "
+                "give another path, or remove it yourself"
+            )
+        shutil.rmtree(path)
     path.mkdir(parents=True)
+    (path / _MARKER).write_text("made by `rlcd demo`, which recreates this directory\n")
 
 
 async def build_demo_table(path: Path, *, files: int, rows: int) -> None:
@@ -144,7 +163,14 @@ async def _live_ids(store: LocalStore) -> list[int]:
 
 
 async def run_demo(path: Path, *, files: int, rows: int, out: TextIO) -> DemoResult:
-    """Build the table, delete rows through DVs, compact, verify, and check no row changed."""
+    """Build the table, delete rows through DVs, compact, verify, and check no row changed.
+
+    Raises:
+        ConfigError: fewer than 3 files or 4 rows per file (the deletes need them), or ``path``
+            holds something other than an earlier demo table.
+    """
+    if files < 3 or rows < 4:
+        raise ConfigError(f"the demo needs --files >= 3 and --rows >= 4, got {files} and {rows}")
     await build_demo_table(path, files=files, rows=rows)
     async with LocalStore(path) as store:
         snapshot = await load_snapshot(store)

@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
         "--path",
         type=Path,
         default=Path("demo-table"),
-        help="where to (re)create the demo table (default: ./demo-table)",
+        help="where to (re)create the demo table (default: ./demo-table); a directory is "
+        "only replaced if an earlier demo made it",
     )
     demo.add_argument("--files", type=int, default=24, help="small files to write (default 24)")
     demo.add_argument("--rows", type=int, default=2000, help="rows per file (default 2000)")
