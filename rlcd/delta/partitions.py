@@ -314,8 +314,9 @@ def decode_uri_path(path: str) -> str:
 def object_key(root: str, path: str) -> str | None:
     """The store key (relative to the table root, decoded) of a file named in the log.
 
-    ``path`` is as written in the log: a relative URI, or an absolute one (``s3://…``,
-    ``file:/…``, ``file:///…``) that must lie under ``root`` (the store's root URI). Returns
+    ``path`` is as written in the log: a relative URI, or an absolute one (``s3://…``, and
+    Hadoop's ``s3a://…``/``s3n://…``, ``file:/…``, ``file:///…``) that must lie under ``root``
+    (the store's root URI). Returns
     None for an absolute path outside the table.
     """
     if "://" not in path and not path.startswith(("file:", "/")):
@@ -325,5 +326,7 @@ def object_key(root: str, path: str) -> str | None:
         absolute = "file://" + absolute
     elif absolute.startswith("file:/") and not absolute.startswith("file://"):
         absolute = "file://" + absolute[len("file:") :]
+    elif absolute.startswith(("s3a://", "s3n://")):  # Hadoop's names for the same S3 object
+        absolute = "s3://" + absolute[len("s3a://") :]
     prefix = root.rstrip("/") + "/"
     return absolute[len(prefix) :] if absolute.startswith(prefix) else None

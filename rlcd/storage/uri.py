@@ -31,7 +31,12 @@ class TableUri:
             raise ConfigError("table URI is empty")
         parts = urlsplit(text)
         scheme = parts.scheme.lower()
-        if scheme in {"s3", "s3a"}:
+        if scheme in {"s3", "s3a", "s3n", "file"} and ("?" in text or "#" in text):
+            # a query or fragment would be dropped silently: another table than the one meant
+            raise ConfigError(
+                f"table URI {text!r} has '?' or '#': write them as %3F and %23 in a URI"
+            )
+        if scheme in {"s3", "s3a", "s3n"}:
             if not parts.netloc:
                 raise ConfigError(f"table URI {text!r} has no bucket")
             return cls("s3", parts.netloc, unquote(parts.path).strip("/"))

@@ -28,6 +28,7 @@ from rlcd.delta.partitions import (
     encode_uri_path,
     hive_escape,
     hive_unescape,
+    object_key,
     parse_partition_value,
     partition_array,
     partition_dir,
@@ -496,3 +497,25 @@ def test_materialised_partition_columns_equal_deltalakes(name: str, sort_key: st
         assert ours.schema.field(column).type == theirs.schema.field(column).type, column
     assert ours.to_pylist() == theirs.to_pylist()
     assert ours.num_rows == theirs.num_rows > 0
+
+
+@pytest.mark.parametrize(
+    ("root", "path", "key"),
+    [
+        ("s3://b/t", "a=1/part-0.parquet", "a=1/part-0.parquet"),
+        ("s3://b/t", "a%3D%2F/p%20q.parquet", "a=//p q.parquet"),
+        ("s3://b/t", "s3://b/t/part-0.parquet", "part-0.parquet"),
+        ("s3://b/t", "s3a://b/t/x/part-0.parquet", "x/part-0.parquet"),  # Hadoop's spelling
+        ("s3://b/t", "s3n://b/t/part-0.parquet", "part-0.parquet"),
+        ("s3://b/t", "s3://b/other/part-0.parquet", None),
+        ("s3://b/t", "s3a://c/t/part-0.parquet", None),
+        ("file:///data/t", "file:/data/t/part-0.parquet", "part-0.parquet"),
+        ("file:///data/t", "file:///data/t/part-0.parquet", "part-0.parquet"),
+        ("file:///data/t", "/data/t/part-0.parquet", "part-0.parquet"),
+        ("file:///data/t", "/data/tt/part-0.parquet", None),
+    ],
+)
+def test_object_key_of_a_logged_path(root: str, path: str, key: str | None) -> None:
+    """A path as written in the log maps to its key under the table, whichever scheme spelling
+    an engine used; a file outside the table has none."""
+    assert object_key(root, path) == key

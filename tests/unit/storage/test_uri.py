@@ -20,6 +20,8 @@ from rlcd.storage.uri import TableUri
         ("s3a://bucket//deep//t/", "bucket", "deep//t"),
         ("S3://bucket/t", "bucket", "t"),
         ("s3://bucket/with%20space/t", "bucket", "with space/t"),
+        ("s3://bucket/t%231%3Fv", "bucket", "t#1?v"),
+        ("s3n://bucket/t", "bucket", "t"),
         ("s3://my.dotted-bucket/t", "my.dotted-bucket", "t"),
     ],
 )
@@ -63,10 +65,14 @@ def test_relative_paths_are_made_absolute(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("file://remote-host/data", "must be local"),
         ("gs://bucket/t", "unsupported scheme 'gs'"),
         ("https://example.com/t", "unsupported scheme"),
+        ("s3://bucket/tables/t#1", "has '\\?' or '#'"),
+        ("s3://bucket/tables/t?v=1", "has '\\?' or '#'"),
+        ("file:///data/t#1", "has '\\?' or '#'"),
     ],
 )
 def test_bad_uris_are_config_errors(text: str, message: str) -> None:
-    """Unusable URIs are refused with a ConfigError that quotes the URI."""
+    """Unusable URIs are refused with a ConfigError that quotes the URI; so is one with a
+    query or fragment, which would otherwise be dropped and name another table."""
     with pytest.raises(ConfigError, match=message):
         TableUri.parse(text)
 
