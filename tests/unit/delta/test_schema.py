@@ -642,7 +642,8 @@ def _extremes(t: pa.DataType) -> pa.Array:
         return pa.array([-719162, 0, 2932896], t)  # 0001-01-01, 1970-01-01, 9999-12-31
     if pa.types.is_decimal(t):
         nines = "9" * t.precision  # exact: Decimal arithmetic would round at 28 digits
-        biggest = f"{nines[t.scale :] or 0}.{nines[: t.scale] or 0}"
+        whole = nines[t.scale :] or "0"
+        biggest = f"{whole}.{nines[: t.scale]}" if t.scale else whole  # "9.0" is 2 digits
         return pa.array([Decimal(f"-{biggest}"), Decimal(0), Decimal(biggest)], t)
     return pa.array([-(2**62), 0, 2**62], t)  # timestamps
 
