@@ -89,6 +89,7 @@ from rlcd.delta.schema import (
     StructType,
     physical_name,
 )
+from rlcd.delta.stats_json import stats_json
 
 __all__ = (
     "STATS_COLUMNS_KEY",
@@ -570,7 +571,7 @@ class StatsAccumulator:
             doc["nullCount"] = nulls
         if tight_bounds is not None:
             doc["tightBounds"] = tight_bounds
-        return _json(doc)
+        return stats_json(doc)
 
     def _resolve(self, schema: Any) -> tuple[tuple[int, ...], ...]:
         """Field indices of every leaf in ``schema``; cached while the schema stays the same."""
@@ -796,13 +797,3 @@ def _put(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     for name in path[:-1]:
         node = node.setdefault(name, {})
     node[path[-1]] = value
-
-
-def _json(value: Any) -> str:
-    """Compact JSON; decimals as exact numbers (``json`` would refuse them)."""
-    if isinstance(value, dict):
-        members = ",".join(f"{_json(k)}:{_json(v)}" for k, v in value.items())
-        return "{" + members + "}"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)

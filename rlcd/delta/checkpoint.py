@@ -9,14 +9,12 @@ serves commits and checkpoints. Adds written with ``writeStatsAsJson=false`` car
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import json
 from typing import Any
 
 import pyarrow as pa
 
 from rlcd.delta.actions import Action, ActionError, parse_action
+from rlcd.delta.stats_json import stats_json
 
 __all__ = ("checkpoint_actions",)
 
@@ -51,19 +49,9 @@ def _to_json_value(value: Any, typ: pa.DataType) -> Any:
     return value
 
 
-def _stats_default(value: Any) -> Any:
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    raise TypeError(f"cannot render {type(value).__name__} in stats")
-
-
 def _with_parsed_stats(add: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, Any]:
     if add.get("stats") is None and raw and raw.get("stats_parsed"):
-        add["stats"] = json.dumps(raw["stats_parsed"], default=_stats_default)
+        add["stats"] = stats_json(raw["stats_parsed"], engine_floats=True)
     add.pop("stats_parsed", None)
     add.pop("partitionValues_parsed", None)
     return add

@@ -21,6 +21,7 @@ PURE = [
     "rlcd.delta.replay",
     "rlcd.delta.checkpoint",
     "rlcd.delta.schema",
+    "rlcd.delta.stats_json",
     "rlcd.delta.partitions",
     "rlcd.delta.protocol",
     "rlcd.delta.dv.codec",

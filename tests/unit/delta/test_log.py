@@ -213,3 +213,40 @@ def test_commit_info_fields_are_typed() -> None:
     (ci,) = parse_commit(commit({"commitInfo": {"txnId": "x", "operation": "OPTIMIZE"}}))
     assert isinstance(ci, CommitInfo) and ci.txn_id == "x" and ci.operation == "OPTIMIZE"
     assert isinstance(parse_commit(commit(remove("a")))[0], RemoveFile)
+
+
+def test_checkpoint_stats_parsed_become_exact_json() -> None:
+    """A checkpoint with only ``stats_parsed`` (writeStatsAsJson=false) gives stats JSON with
+    decimals exact (a float would round 12345678901234567.89 up, above the true minimum) and
+    NaN as the string Spark writes; it stays strict JSON."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from rlcd.delta.checkpoint import checkpoint_actions
+
+    bounds = pa.struct(
+        [("d", pa.decimal128(20, 2)), ("f", pa.float64()), ("t", pa.timestamp("us", "UTC"))]
+    )
+    stats = pa.struct([("numRecords", pa.int64()), ("minValues", bounds)])
+    columns = [("path", pa.string()), ("size", pa.int64()), ("stats", pa.string())]
+    add = pa.struct([*columns, ("stats_parsed", stats)])
+    low = Decimal("12345678901234567.89")
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    row = {
+        "path": "a.parquet",
+        "size": 1,
+        "stats": None,
+        "stats_parsed": {"numRecords": 2, "minValues": {"d": low, "f": float("nan"), "t": when}},
+    }
+    (action,) = checkpoint_actions(pa.table({"add": pa.array([row], add)}))
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"bare {constant} in stats JSON")
+
+    parsed = json.loads(action.stats, parse_float=Decimal, parse_constant=refuse)
+    assert parsed == {
+        "numRecords": 2,
+        "minValues": {"d": low, "f": "NaN", "t": "2026-01-02T03:04:05+00:00"},
+    }
