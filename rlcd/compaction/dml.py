@@ -18,6 +18,7 @@ import structlog
 from pyroaring import BitMap64
 
 from rlcd.delta.actions import Action, AddFile
+from rlcd.delta.coordination import ensure_put_if_absent_writers
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file
 from rlcd.delta.load import read_deletion_vector, table_config
 from rlcd.delta.replay import Snapshot, canonical_path
@@ -48,12 +49,14 @@ async def delete_rows(
     """Delete rows, given as physical positions per file path, and commit; returns the version.
 
     Raises:
-        UnsupportedFeatureError: the table does not allow new deletion vectors.
+        UnsupportedFeatureError: the table does not allow row deletions or new deletion
+            vectors, or has writers that do not commit with put-if-absent.
         TableError: a path is not live, lacks ``numRecords``, or a position is out of range.
         ConcurrentModificationError: another commit took the next version.
     """
     config = table_config(snapshot)
-    config.ensure_writable()
+    config.ensure_rows_deletable()
+    await ensure_put_if_absent_writers(store, version=snapshot.version)
     if not config.deletion_vectors_enabled:
         raise UnsupportedFeatureError(
             "deletion vectors are not enabled (delta.enableDeletionVectors)", table=store.root

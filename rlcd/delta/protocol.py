@@ -189,6 +189,19 @@ class TableConfig:
             "writes",
         )
 
+    def ensure_rows_deletable(self) -> None:
+        """Raise :class:`UnsupportedFeatureError` unless rlcd may commit a row deletion: the
+        table is writable, not append-only, and keeps no change data feed (a DELETE must
+        write the feed's delete rows, which rlcd does not)."""
+        self.ensure_writable()
+        for key in ("delta.appendOnly", "delta.enableChangeDataFeed"):
+            if self._flag(key):
+                raise UnsupportedFeatureError(
+                    f"rlcd does not delete rows from a table with {key}=true",
+                    table=self.table,
+                    features=(key,),
+                )
+
 
 def _has_variant(dtype: DataType) -> bool:
     match dtype:

@@ -13,7 +13,7 @@ import pytest
 
 from rlcd.compaction.dml import delete_rows
 from rlcd.delta.load import load_snapshot, read_deletion_vector
-from rlcd.errors import ConcurrentModificationError, TableError
+from rlcd.errors import ConcurrentModificationError, TableError, UnsupportedFeatureError
 from rlcd.storage import LocalStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -107,3 +107,22 @@ async def test_bad_positions_and_lost_races_write_nothing(tmp_path: Path) -> Non
         with pytest.raises(ConcurrentModificationError, match="version 1"):
             await delete_rows(store, snap, {path: [2]})  # stale snapshot: version 1 is taken
     assert len(list(tmp_path.glob("deletion_vector_*.bin"))) == 1
+
+
+@pytest.mark.parametrize("prop", ["delta.appendOnly", "delta.enableChangeDataFeed"])
+async def test_rows_are_not_deleted_where_the_table_forbids_it(tmp_path: Path, prop: str) -> None:
+    """An append-only table takes no deletion, and one keeping a change data feed would miss
+    the delete rows rlcd does not write: both are refused, naming the property, and the log
+    is left as it was."""
+    deltalake.write_deltalake(
+        str(tmp_path),
+        pa.table({"id": pa.array(range(10), pa.int64())}),
+        configuration={"delta.enableDeletionVectors": "true", prop: "true"},
+    )
+    async with LocalStore(tmp_path) as store:
+        snap = await load_snapshot(store)
+        with pytest.raises(UnsupportedFeatureError, match=f"{prop}=true") as info:
+            await delete_rows(store, snap, {next(iter(snap.files)): [0, 1]})
+    assert info.value.features == (prop,)
+    assert len(list((tmp_path / "_delta_log").glob("*.json"))) == 1
+    assert _delta_rs(tmp_path).num_rows == 10
