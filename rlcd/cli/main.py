@@ -2,7 +2,8 @@
 
 Exit codes: 0 success (including "nothing to do"); 1 the work found a problem (a bin did not
 commit, a verification failed); 2 bad usage or configuration; 3 the table cannot be read or
-written (corrupt log, unsupported feature); 4 storage failed after retries.
+written (corrupt log, unsupported feature); 4 storage failed (refused, or still failing after
+retries).
 """
 
 from __future__ import annotations
@@ -151,5 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return anyio.run(handlers[args.command], args)
     except RlcdError as exc:
-        print(f"rlcd: {exc}", file=sys.stderr)
+        # a table error names its table; storage and configuration errors only the key
+        where = f"{args.table}: " if "table" in args and not isinstance(exc, TableError) else ""
+        print(f"rlcd: {where}{exc}", file=sys.stderr)
         return next(code for kind, code in _EXIT_CODES if isinstance(exc, kind))

@@ -38,6 +38,8 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
     ClientError,
     HTTPClientError,
     IncompleteReadError,
+    NoCredentialsError,
+    PartialCredentialsError,
     SSLError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
@@ -438,7 +440,12 @@ def _translate(operation: str, key: str) -> Iterator[None]:
     except _TRANSIENT_EXCEPTIONS as exc:
         message = f"{type(exc).__name__}: {exc}"
         raise TransientStorageError(message, operation=operation, key=key) from exc
-    except BotoCoreError as exc:  # credentials, parameters, configuration
+    except (NoCredentialsError, PartialCredentialsError) as exc:
+        raise ConfigError(
+            f"{operation} {key}: {exc} (the standard AWS chain found none: AWS_PROFILE, "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a web identity or an instance role)"
+        ) from exc
+    except BotoCoreError as exc:  # parameters, configuration
         raise StorageError(str(exc), operation=operation, key=key) from exc
 
 

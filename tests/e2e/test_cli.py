@@ -63,6 +63,32 @@ def test_s3_through_the_standard_aws_environment(
     assert rlcd("verify", uri, env=env).returncode == 0
 
 
+def test_s3_without_credentials_is_a_configuration_error(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str
+) -> None:
+    """No credentials anywhere in the AWS chain: exit 2, naming the table and where the chain
+    looks, not a storage failure."""
+    partitioned(tmp_path / "t")
+    uri = S3Mirror(moto_endpoint, s3_bucket).upload(tmp_path / "t", "cli/t")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL_S3=moto_endpoint,
+        AWS_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "rlcd", "compact", uri],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert uri in done.stderr and "AWS_PROFILE" in done.stderr
+
+
 def test_unsupported_writer_feature_is_refused_by_name(tmp_path: Path) -> None:
     """A table needing a writer feature rlcd lacks exits 3 naming it, and nothing is written."""
     partitioned(tmp_path)

@@ -101,11 +101,20 @@ def test_connection_failures_are_transient(error: Exception) -> None:
     assert isinstance(translated(error), TransientStorageError)
 
 
-@pytest.mark.parametrize(
-    "error", [SSLError(endpoint_url="http://s3", error="bad certificate"), NoCredentialsError()]
-)
-def test_certificate_and_credential_problems_are_final(error: Exception) -> None:
+def test_certificate_problems_are_final() -> None:
+    error = SSLError(endpoint_url="http://s3", error="bad certificate")
     assert not isinstance(translated(error), TransientStorageError)
+
+
+def test_missing_credentials_are_a_configuration_error() -> None:
+    """Nothing to retry, nothing wrong with the store: the AWS setup is missing, named."""
+    error = NoCredentialsError()
+    with (
+        pytest.raises(ConfigError, match=r"get dir/k: .*AWS_PROFILE") as info,
+        _translate("get", "dir/k"),
+    ):
+        raise error
+    assert info.value.__cause__ is error
 
 
 def test_unrelated_exceptions_pass_through() -> None:
