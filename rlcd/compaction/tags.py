@@ -55,10 +55,9 @@ def optimized_for(tags: Mapping[str, str | None] | None) -> int | None:
     """The target size an OPTIMIZE output was made for, from its add's tags; None when the
     file is not one (or the tag is not a positive integer)."""
     raw = (tags or {}).get(OPTIMIZE_TARGET_SIZE)
-    try:
-        value = int(raw) if raw is not None else 0
-    except ValueError:
+    if not isinstance(raw, str) or not raw.strip().isdigit():
         return None
+    value = int(raw)
     return value if value > 0 else None
 
 

@@ -111,7 +111,14 @@ class _Record:
                 raise ActionError(f"{cls.KIND}.deletionVector: {exc}") from exc
         types = cls.TYPES.get(attr)
         if types is not None:
-            return _check(value, types, _camel(attr), cls.KIND)
+            value = _check(value, types, _camel(attr), cls.KIND)
+        if attr in _STRING_MAPS and value is not None:
+            for k, v in value.items():
+                if not isinstance(v, str | None):
+                    raise ActionError(
+                        f"{cls.KIND}.{_camel(attr)}[{k!r}] is a {type(v).__name__}, "
+                        "expected a string or null"
+                    )
         return value
 
     def to_json(self) -> dict[str, Any]:
@@ -129,6 +136,8 @@ class _Record:
         return out
 
 
+_STRING_MAPS = frozenset({"partition_values", "tags"})
+"""File action maps whose values the protocol types as strings (or null)."""
 _STR = (str,)
 _INT = (int,)
 _BOOL = (bool,)

@@ -16,6 +16,7 @@ from rlcd.compaction.tags import (
     Composition,
     check_tiling,
     composition_tags,
+    optimized_for,
     parse_composition,
 )
 from rlcd.delta.actions import AddFile, RemoveFile, parse_commit
@@ -386,3 +387,23 @@ def test_runs_written_in_order_always_tile(
         offset += c.live
     rng.shuffle(compositions)
     assert check_tiling(compositions, offset) is None
+
+
+@pytest.mark.parametrize(
+    ("tags", "target"),
+    [
+        ({"OPTIMIZE_TARGET_SIZE": "134217728"}, 134217728),
+        ({"OPTIMIZE_TARGET_SIZE": "0"}, None),
+        ({"OPTIMIZE_TARGET_SIZE": "-5"}, None),
+        ({"OPTIMIZE_TARGET_SIZE": "1.5e8"}, None),
+        ({"OPTIMIZE_TARGET_SIZE": "big"}, None),
+        ({"OPTIMIZE_TARGET_SIZE": None}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_optimized_for_reads_only_a_positive_integer(
+    tags: dict[str, str | None] | None, target: int | None
+) -> None:
+    """The target an output was made for is a positive integer tag, else unknown."""
+    assert optimized_for(tags) == target

@@ -143,6 +143,9 @@ def test_actions_round_trip_keeps_unknown_fields() -> None:
         (b'{"add": {"path": "a", "size": true}}', "add.size"),
         (b'{"add": {}, "remove": {}}', "exactly one key"),
         (b'{"protocol": {"minReaderVersion": 1}}', "minWriterVersion"),
+        (b'{"add": {"path": "a", "size": 1, "tags": {"t": [1]}}}', r"add.tags\['t'\]"),
+        (b'{"add": {"path": "a", "size": 1, "partitionValues": {"p": 1}}}', "partitionValues"),
+        (b'{"remove": {"path": "a", "partitionValues": {"p": {}}}}', "expected a string"),
     ],
 )
 def test_malformed_actions_are_refused(line: bytes, message: str) -> None:
