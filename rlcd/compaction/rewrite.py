@@ -10,7 +10,8 @@ per batch, so that a bin alone keeps two cores busy. A local store's sources are
 place and its output file is written by pyarrow itself: no data passes through Python objects
 or the event loop.
 
-At any time the bin holds at most ``prefetch`` fetched sources, one row group (bounded in rows
+At any time the bin holds at most ``prefetch`` fetched sources (at least 2: the one being
+decoded and the next), one row group (bounded in rows
 and bytes), when split ``HANDOFF_BYTES`` of decoded batches (more for the last bins of a run,
 see :class:`BinShares`) and, when uploading, a few chunks and one part: never the whole bin.
 Every batch, also one emptied by a DV, passes the stats accumulator and the batch counter
@@ -513,7 +514,10 @@ async def _stage(
     cancellation of the bin aborts the handoff (:func:`_abort_when_cancelled`).
     """
     with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(fn, *args)
+        # a token of its own, not one of anyio's shared 40: a run's stage threads are bounded
+        # by its bins (two at most each), and must never wait for a token held by the store's
+        # IO threads, or by stages that are themselves waiting for that IO
+        await anyio.to_thread.run_sync(fn, *args, limiter=anyio.CapacityLimiter(1))
     if then is not None:
         then()
 
@@ -626,7 +630,9 @@ async def _rewrite(
     memory_pool()  # from here on, Arrow allocates in the rewrite's pool
     key = output_key(bin, settings.partition_columns, settings.codec)
     fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
-        max(0, settings.prefetch - 1)
+        # the decode stage holds one source and the fetch task one more while it waits to
+        # hand it over: the stream buffers the rest of ``prefetch``
+        max(0, settings.prefetch - 2)
     )
     chunk_send, chunk_receive = anyio.create_memory_object_stream[Any](_SINK_AHEAD)
     stats = StatsAccumulator(settings.stats, footer_schema=settings.read.target)

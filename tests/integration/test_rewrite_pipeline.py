@@ -225,3 +225,45 @@ async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path, split:
                 tg.start_soon(one)
     assert [d.rows for d in done] == [3000, 3000]
     assert limiter.borrowed_tokens == 0
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
+@pytest.mark.parametrize("prefetch", [2, 3])
+async def test_a_bin_holds_at_most_prefetch_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefetch: int, split: bool
+) -> None:
+    """Counting the source being decoded and the one the fetch task waits to hand over, a bin
+    never holds more than ``prefetch`` fetched sources (their bytes or spill files)."""
+    import rlcd.compaction.rewrite as rewrite
+
+    for i in range(6):
+        append(tmp_path, batch(i * 100, 100))
+    held, peak = [0], [0]
+    fetch, decoded = rewrite.fetch_source, rewrite.DecodedSource
+
+    async def counting_fetch(*args: Any, **kwargs: Any) -> Any:
+        fetched = await fetch(*args, **kwargs)
+        held[0] += 1
+        peak[0] = max(peak[0], held[0])
+        close = fetched.close
+
+        def counted_close() -> None:
+            if not fetched._closed:
+                held[0] -= 1
+            close()
+
+        fetched.close = counted_close  # type: ignore[method-assign]
+        return fetched
+
+    class SlowDecode(decoded):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            time.sleep(0.05)  # the fetch task runs ahead as far as it may
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(rewrite, "fetch_source", counting_fetch)
+    monkeypatch.setattr(rewrite, "DecodedSource", SlowDecode)
+    async with LocalStore(tmp_path) as store:
+        bin_, settings = await _plan(store)
+        settings = dataclasses.replace(settings, prefetch=prefetch)
+        await rewrite_bin(Remote(store), bin_, settings, split=split)  # type: ignore[arg-type]
+    assert peak[0] == prefetch and held[0] == 0
