@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
-from rlcd.compaction.commit import CommitOutcome, commit_bins
+from rlcd.compaction.commit import CommitOutcome, commit_bins, discard_outputs
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
@@ -188,9 +188,14 @@ async def compact_table(
         if on_bin_done is not None:
             on_bin_done(b)
 
-    async with anyio.create_task_group() as tg:
-        for b in bins:
-            tg.start_soon(one, b)
+    try:
+        async with anyio.create_task_group() as tg:
+            for b in bins:
+                tg.start_soon(one, b)
+    except BaseException:  # cancelled (or worse) before the commit: no output may stay behind
+        with anyio.CancelScope(shield=True):
+            await discard_outputs(store, done)
+        raise
     order = {b.bin_id: i for i, b in enumerate(bins)}
     done.sort(key=lambda r: order[r.bin.bin_id])
     outcome: CommitOutcome = await commit_bins(

@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
 from rlcd.compaction.compact import CompactionReport, compact_table
@@ -18,7 +19,7 @@ from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.verify import verify_table
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import UnsupportedFeatureError
-from rlcd.storage import open_store
+from rlcd.storage import LocalStore, open_store
 from tests.conftest import fixture_table
 from tests.integration.tables import (
     MAKERS,
@@ -172,3 +173,40 @@ async def test_s3_table_with_dynamodb_writers_is_refused(
     assert temp in str(info.value) and info.value.features == ("externalCommitCoordination",)
     copy = mirror.download("tables/t", tmp_path / "after")
     assert not [p for p in copy.rglob("*.parquet") if p.name.endswith(".zstd.parquet")]
+
+
+async def test_more_bins_at_once_than_anyio_has_threads(tmp_path: Path) -> None:
+    """45 bins rewritten 44 at a time (a 43-core machine): the stages do not compete with the
+    store's IO for anyio's 40 shared threads, so the run cannot deadlock."""
+    import pyarrow as pa
+
+    from tests.integration.tables import append
+
+    for _ in range(2):
+        parts = [f"p{i:02d}" for i in range(45)]
+        append(tmp_path, pa.table({"id": list(range(45)), "part": parts}), partition_by=["part"])
+    async with LocalStore(tmp_path) as store:
+        with anyio.fail_after(60):
+            report = await compact_table(store, POLICY, bin_concurrency=44)
+    assert len(report.committed) == 45 and not report.failed
+
+
+async def test_a_cancelled_run_leaves_no_output_behind(tmp_path: Path) -> None:
+    """Cancelled after its first bin was written (a daemon stopping, Ctrl-C): nothing is
+    committed and that bin's output is deleted, not left for VACUUM."""
+    import pyarrow as pa
+
+    from tests.integration.tables import append
+
+    for _ in range(2):
+        parts = [f"p{i}" for i in range(4)]
+        append(tmp_path, pa.table({"id": list(range(4)), "part": parts}), partition_by=["part"])
+    before = set(tmp_path.rglob("*.parquet"))
+    async with LocalStore(tmp_path) as store:
+        with anyio.CancelScope() as scope:
+            await compact_table(
+                store, POLICY, bin_concurrency=1, on_bin_done=lambda _bin: scope.cancel()
+            )
+        assert scope.cancelled_caught
+        assert (await load_snapshot(store)).version == 1
+    assert set(tmp_path.rglob("*.parquet")) == before
