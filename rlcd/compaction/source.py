@@ -349,14 +349,21 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool
     file has but the table does not (dropped columns, ``_change_type``) are left out.
 
     Raises:
-        SchemaMismatchError: a column's type in the file is not one the table's type reads.
+        SchemaMismatchError: a column's type in the file is not one the table's type reads, or
+            a column the table declares NOT NULL holds nulls.
         pyarrow.ArrowInvalid: a value does not fit the table's type (e.g. an unsigned overflow).
     """
     fields = list(batch.schema)
     columns = []
     for f in target:
         i = _find(fields, f, by_field_id)
-        columns.append(
-            _conform(batch.column(i) if i is not None else None, f, batch.num_rows, by_field_id)
+        column = _conform(
+            batch.column(i) if i is not None else None, f, batch.num_rows, by_field_id
         )
+        if not f.nullable and column.null_count:
+            raise SchemaMismatchError(
+                f"column {f.name!r} is NOT NULL in the table, but the file holds "
+                f"{column.null_count} null(s) there"
+            )
+        columns.append(column)
     return pa.RecordBatch.from_arrays(columns, schema=target)

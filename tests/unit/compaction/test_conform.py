@@ -160,3 +160,12 @@ def test_a_value_the_table_type_cannot_hold_is_refused() -> None:
     with pytest.raises(CorruptDataError, match="unreadable") as info:
         _decode(pa.table({"c": pa.array([65535], pa.uint16())}), target)
     assert info.value.path == "f.parquet"
+
+
+def test_nulls_in_a_not_null_column_are_refused_naming_the_file() -> None:
+    """A null where the table says NOT NULL is caught while decoding, naming file and column,
+    not later by the writer with neither."""
+    target = pa.schema([pa.field("c", pa.int64(), nullable=False)])
+    with pytest.raises(CorruptDataError, match="'c' is NOT NULL in the table") as info:
+        _decode(pa.table({"c": pa.array([1, None], pa.int64())}), target)
+    assert info.value.path == "f.parquet"
