@@ -326,17 +326,18 @@ def _readable_as(stored: pa.DataType, t: pa.DataType) -> bool:
     """A leaf stored as ``stored`` read as the table's ``t``: a widening Delta allows or the
     same Delta type in another Arrow encoding (:func:`cast_compatible`), or a Parquet type
     other engines read as ``t`` where the safe cast checks each value: dictionary encoded,
-    all null, unsigned, a finer timestamp unit, INT96's zone-less timestamps in a timestamp
-    column, unannotated bytes in a string column."""
+    all null, any integer or decimal into an integer or decimal column (a value that does not
+    fit, or would lose digits, is refused), a finer timestamp unit, INT96's zone-less
+    timestamps in a timestamp column, unannotated bytes in a string column."""
     types = pa.types
     if types.is_dictionary(stored):
         return _readable_as(stored.value_type, t)
     if types.is_null(stored) or cast_compatible(stored, t):
         return True
+    if types.is_integer(stored) or types.is_decimal(stored):
+        return bool(types.is_integer(t) or types.is_decimal(t))
     if types.is_timestamp(stored) and types.is_timestamp(t):
         return stored.tz is None or t.tz is not None
-    if types.is_unsigned_integer(stored):
-        return bool(types.is_integer(t) or types.is_decimal(t))
     return bool(types.is_binary(stored) and types.is_string(t))
 
 

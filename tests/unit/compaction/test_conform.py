@@ -112,6 +112,8 @@ def _decode(table: pa.Table, target: pa.Schema) -> pa.Table:
         (pa.timestamp("ns", "UTC"), pa.timestamp("us", "UTC"), [1000, None]),
         (pa.timestamp("us"), pa.timestamp("us", "UTC"), [1, 2]),  # INT96 reads zone-less
         (pa.uint8(), pa.int16(), [255, 0]),
+        (pa.int32(), pa.int8(), [127, None]),  # Hive-converted TINYINT stored as INT32
+        (pa.decimal128(10, 4), pa.decimal128(8, 2), [Decimal("1.2300"), None]),
         (pa.binary(), pa.string(), [b"a", None]),
         (pa.null(), pa.int64(), [None, None]),
     ],
@@ -135,10 +137,9 @@ def test_types_other_engines_read_are_cast(
     ("stored", "table_type", "values"),
     [
         (pa.float64(), pa.float32(), [1e300]),  # would read as inf
-        (pa.int64(), pa.int32(), [1]),  # narrowing
         (pa.string(), pa.int64(), ["12"]),  # would parse
         (pa.timestamp("us", "UTC"), pa.timestamp("us"), [1]),  # drops the zone
-        (pa.decimal128(10, 4), pa.decimal128(10, 2), [None]),  # loses scale
+        (pa.float64(), pa.int64(), [1.0]),  # would truncate
         (pa.struct([("x", pa.int32())]), pa.int32(), [{"x": 1}]),
     ],
 )
@@ -153,12 +154,22 @@ def test_types_the_table_cannot_hold_are_refused(
     assert info.value.path == "f.parquet"
 
 
-def test_a_value_the_table_type_cannot_hold_is_refused() -> None:
-    """An unsigned value beyond the signed table type fails the safe cast: refused, not
-    wrapped."""
-    target = pa.schema([pa.field("c", pa.int16())])
+@pytest.mark.parametrize(
+    ("stored", "table_type", "value"),
+    [
+        (pa.uint16(), pa.int16(), 65535),  # would wrap
+        (pa.int64(), pa.int32(), 2**40),  # would overflow
+        (pa.decimal128(10, 4), pa.decimal128(10, 2), Decimal("1.2345")),  # would lose digits
+    ],
+)
+def test_a_value_the_table_type_cannot_hold_is_refused(
+    stored: pa.DataType, table_type: pa.DataType, value: object
+) -> None:
+    """Where a narrower type is read value by value, a value that does not fit fails the safe
+    cast: refused, naming the file, never wrapped or rounded."""
+    target = pa.schema([pa.field("c", table_type)])
     with pytest.raises(CorruptDataError, match="unreadable") as info:
-        _decode(pa.table({"c": pa.array([65535], pa.uint16())}), target)
+        _decode(pa.table({"c": pa.array([value], stored)}), target)
     assert info.value.path == "f.parquet"
 
 
