@@ -24,7 +24,14 @@ from pyroaring import BitMap64
 from rlcd.delta.actions import Action, ActionError, AddFile, CommitInfo, Sidecar, parse_commit
 from rlcd.delta.checkpoint import checkpoint_actions
 from rlcd.delta.dv.codec import dv_byte_range, load_dv
-from rlcd.delta.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, LogKind, LogPath
+from rlcd.delta.log_path import (
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    SIDECAR_DIR,
+    LogKind,
+    LogPath,
+    commit_name,
+)
 from rlcd.delta.partitions import object_key
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, replay
@@ -123,7 +130,7 @@ async def _read_log_file(
 
 async def read_commit(store: ObjectStore, version: int, *, table: str) -> list[Action]:
     """The actions of one JSON commit."""
-    key = f"{LOG_DIR}/{version:020d}.json"
+    key = commit_name(version)
     data = await _read_log_file(store, key, "commit", table=table, version=version)
     return _parse_commit(data, table=table, version=version, key=key)
 
@@ -152,7 +159,7 @@ async def read_commits_after(
     commits: list[tuple[int, list[Action]]] = []
     while True:
         current = version + len(commits) + 1
-        key = f"{LOG_DIR}/{current:020d}.json"
+        key = commit_name(current)
         try:
             data = await store.get(key)
         except NotFoundError as exc:
