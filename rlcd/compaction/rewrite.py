@@ -22,8 +22,8 @@ failed bin leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
-import uuid
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -36,7 +36,7 @@ import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
 from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
@@ -49,6 +49,7 @@ from rlcd.compaction.source import (
     memory_pool,
 )
 from rlcd.compaction.stats import StatsAccumulator, StatsSpec
+from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, partition_dir
 from rlcd.errors import RlcdError
 from rlcd.storage.base import ObjectStore, ObjectWriter
@@ -126,8 +127,9 @@ class RewrittenBin:
 
 
 def output_key(bin: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
-    """A fresh, never reused key in the bin's partition directory, named like Spark's files."""
-    name = f"part-00000-{uuid.uuid4()}-c000.{_EXTENSIONS[codec]}.parquet"
+    """A fresh, never reused key in the bin's partition directory, named like Spark's files
+    but recognisable as rlcd's (:mod:`rlcd.delta.names`)."""
+    name = data_file_name(_EXTENSIONS[codec], os.urandom(16))
     if not partition_columns:
         return name
     return f"{partition_dir(bin.partition_values, partition_columns)}/{name}"
@@ -282,18 +284,18 @@ async def _prefetch(
     bin: Bin,
     settings: RewriteSettings,
     send: MemoryObjectSendStream[FetchedSource],
+    fetched: list[FetchedSource],
 ) -> None:
-    """Fetch the sources in order into ``send``. Ending in any way closes the stream: the decode
-    thread, waiting for a source that will not come, stops (the failure is reported by this
-    task, or the cancellation by the bin)."""
+    """Fetch the sources in order into ``send``, recording each in ``fetched`` so that the bin
+    closes them all when it ends (a source handed to a receiver cancelled at that moment is
+    lost by the stream; its spill file must not be). Ending in any way closes the stream: the
+    decode thread, waiting for a source that will not come, stops (the failure is reported by
+    this task, or the cancellation by the bin)."""
     with send:
         for add in bin.sources:
-            fetched = await fetch_source(store, add, settings.read, version=settings.version)
-            try:
-                await send.send(fetched)
-            except BaseException:
-                fetched.close()
-                raise
+            source = await fetch_source(store, add, settings.read, version=settings.version)
+            fetched.append(source)
+            await send.send(source)
 
 
 class _Aborted(Exception):
@@ -560,15 +562,6 @@ def _open_output(store: ObjectStore, key: str) -> ObjectWriter:
     return store.open_writer(key)
 
 
-def _discard(receive: MemoryObjectReceiveStream[FetchedSource]) -> None:
-    """Close sources fetched ahead that will not be written (deletes their spill files)."""
-    while True:
-        try:
-            receive.receive_nowait().close()
-        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-            return
-
-
 async def rewrite_bin(
     store: ObjectStore,
     bin: Bin,
@@ -637,6 +630,7 @@ async def _rewrite(
     chunk_send, chunk_receive = anyio.create_memory_object_stream[Any](_SINK_AHEAD)
     stats = StatsAccumulator(settings.stats, footer_schema=settings.read.target)
     watch = anyio.CancelScope()
+    fetched: list[FetchedSource] = []
     with fetch_send, fetch_receive, chunk_send, chunk_receive:
         async with _open_output(store, key) as writer:
             # a local file is written by pyarrow directly; anything else through the upload task
@@ -647,7 +641,7 @@ async def _rewrite(
                 async with anyio.create_task_group() as tg:
                     if not local:
                         tg.start_soon(_upload, chunk_receive, writer)
-                    tg.start_soon(_prefetch, store, bin, settings, fetch_send)
+                    tg.start_soon(_prefetch, store, bin, settings, fetch_send, fetched)
                     tg.start_soon(_abort_when_cancelled, handoff, watch)
                     try:
                         if split:
@@ -661,7 +655,8 @@ async def _rewrite(
                         chunk_send.close()  # the upload task ends after the last chunk
                         watch.cancel()
             finally:
-                _discard(fetch_receive)  # sources fetched ahead of a failure or cancellation
+                for source in fetched:  # closing twice is harmless; forgetting one leaks a file
+                    source.close()
             if not encoder.closed:  # a stage stopped early: the bin was cancelled
                 await anyio.lowlevel.checkpoint_if_cancelled()
                 raise RuntimeError(f"rewrite of bin {bin.bin_id} stopped early")
