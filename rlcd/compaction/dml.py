@@ -9,6 +9,7 @@ A file whose every row is deleted is removed outright. Losing the commit race ra
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,7 @@ from rlcd.delta.actions import Action, AddFile
 from rlcd.delta.coordination import ensure_put_if_absent_writers
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file
 from rlcd.delta.load import read_deletion_vector, table_config
+from rlcd.delta.names import dv_file_name
 from rlcd.delta.replay import Snapshot, canonical_path
 from rlcd.delta.write import make_commit_info, write_commit
 from rlcd.errors import ConcurrentModificationError, TableError, UnsupportedFeatureError
@@ -100,9 +102,8 @@ async def delete_rows(
     if inline:
         descriptors = [DeletionVectorDescriptor.inline(bm) for _, bm in live]
     elif live:
-        dv_id = uuid.uuid4()
+        dv_id, dv_key = dv_file_name(os.urandom(16))
         data, ranges = encode_dv_file([bm for _, bm in live])
-        dv_key = f"deletion_vector_{dv_id}.bin"
         await store.put_if_absent(dv_key, data)
         descriptors = [
             DeletionVectorDescriptor.for_file(

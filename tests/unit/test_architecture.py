@@ -22,6 +22,7 @@ PURE = [
     "rlcd.delta.checkpoint",
     "rlcd.delta.schema",
     "rlcd.delta.stats_json",
+    "rlcd.delta.names",
     "rlcd.delta.partitions",
     "rlcd.delta.protocol",
     "rlcd.delta.dv.codec",
