@@ -4,6 +4,7 @@ live row, tiny row groups and batches, and large sources spilled to disk."""
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -83,4 +84,4 @@ async def test_large_sources_spill_to_disk(tmp_path: Path) -> None:
         spilled = await rewrite_bin(store, bin_, _reading(settings, spill_threshold=1))
         in_memory = await rewrite_bin(store, bin_, settings)
     assert pq.read_table(tmp_path / spilled.key).equals(pq.read_table(tmp_path / in_memory.key))
-    assert not list(Path("/tmp").glob("rlcd-source-*"))
+    assert not list(Path(tempfile.gettempdir()).glob("rlcd-source-*"))

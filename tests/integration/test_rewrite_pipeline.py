@@ -9,6 +9,7 @@ stage (no thread left waiting) and leave no output, temp file or spill file behi
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ async def _plan(store: Any) -> tuple[Bin, RewriteSettings]:
 
 def _leftovers(path: Path) -> list[Path]:
     temp = [p for p in path.rglob("*") if p.name.endswith(".rlcd-tmp")]
-    return temp + list(Path("/tmp").glob("rlcd-source-*"))
+    return temp + list(Path(tempfile.gettempdir()).glob("rlcd-source-*"))
 
 
 def _outputs(path: Path) -> set[str]:
