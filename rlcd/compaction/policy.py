@@ -62,6 +62,7 @@ __all__ = (
     "PartitionFilter",
     "CompactionPolicy",
     "parse_byte_size",
+    "parse_duration",
     "effective_policy",
 )
 
@@ -106,6 +107,22 @@ def parse_byte_size(text: str) -> int:
     if not 0 < size <= _MAX_LONG:
         raise ValueError(f"{text!r} is out of range (1 byte to 2^63-1 bytes)")
     return size
+
+
+_DURATION_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")
+_DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``"90"`` (seconds), or a number with a unit: ``250ms 30s 5m 1.5h 7d``.
+
+    Raises:
+        ValueError: not such a duration (negative, no number, an unknown unit).
+    """
+    match = _DURATION_RE.fullmatch(text.strip().lower())
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration (a number of seconds, or with a unit: 5m)")
+    return float(match[1]) * _DURATION_UNITS[match[2]]
 
 
 # --- partition filters ---------------------------------------------------------------------------

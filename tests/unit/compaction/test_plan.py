@@ -18,6 +18,7 @@ from rlcd.compaction.policy import (
     PartitionFilter,
     effective_policy,
     parse_byte_size,
+    parse_duration,
 )
 from rlcd.delta.actions import AddFile, Metadata, Protocol
 from rlcd.delta.dv import DeletionVectorDescriptor
@@ -682,3 +683,27 @@ def test_max_bins_runs_the_same_plan_in_slices(
         files = compact(files, bins, run)
     assert done == expected
     assert plan(files, limited) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0", 0.0),
+        ("90", 90.0),
+        ("250ms", 0.25),
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1.5h", 5400.0),
+        (" 7D ", 604800.0),
+    ],
+)
+def test_durations_read_seconds_or_a_unit(text: str, seconds: float) -> None:
+    """Durations are seconds, or a number with ms/s/m/h/d, case-insensitive and trimmed."""
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "-5m", "5 minutes", "m", "1h30m", "1e3"])
+def test_bad_durations_are_refused(text: str) -> None:
+    """Negative, unit-less words, compound and exponent forms are not durations."""
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
