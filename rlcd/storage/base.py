@@ -21,6 +21,7 @@ __all__ = (
     "ObjectWriter",
     "ObjectStore",
     "MIN_PART_SIZE",
+    "PendingUpload",
 )
 
 MIN_PART_SIZE = 5 * 1024 * 1024
@@ -51,6 +52,22 @@ class AlreadyExists:
 
 
 PutResult = Written | AlreadyExists
+
+
+@dataclass(frozen=True, slots=True)
+class PendingUpload:
+    """A write that was started and never completed nor aborted: an S3 multipart upload, or a
+    local temp file. A process killed mid-write leaves these behind, invisible to ``list``.
+
+    ``rlcd_named`` is True when the backend named the upload itself (the local temp files,
+    ``.<name>.<hex>.rlcd-tmp``), so it is rlcd's whatever its target's name; an S3 upload is
+    only known as rlcd's by its target's name.
+    """
+
+    key: str
+    upload_id: str
+    initiated_ms: int
+    rlcd_named: bool = False
 
 
 class ObjectWriter(Protocol):
@@ -130,6 +147,17 @@ class ObjectStore(Protocol):
 
     def open_writer(self, key: str) -> ObjectWriter:
         """A streaming writer for a new object (see :class:`ObjectWriter`)."""
+        ...
+
+    def list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        """Every unfinished write (see :class:`PendingUpload`) whose target key starts with
+        ``prefix``, in ascending order of key. A writer still running is listed too: callers
+        judge by ``initiated_ms``."""
+        ...
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        """Drop an unfinished write that :meth:`list_uploads` returned; the object at ``key``
+        (if any) is untouched, and aborting an upload already gone succeeds."""
         ...
 
     async def aclose(self) -> None:
