@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--where", help="partition predicate, e.g. \"date = '2026-11-30'\"")
     compact.add_argument("--max-bins", type=int, help="compact at most this many bins")
     compact.add_argument("--codec", default="zstd", help="output compression (default zstd)")
+    compact.add_argument(
+        "--orphan-grace",
+        default="1h",
+        metavar="DURATION",
+        help="first remove rlcd's own leftovers of killed runs (unfinished uploads, uncommitted "
+        "outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the longest run",
+    )
     _add_s3_options(compact)
 
     verify = sub.add_parser("verify", help="check composition tags against the data")
@@ -104,13 +111,22 @@ async def _demo(args: argparse.Namespace) -> int:
 async def _compact(args: argparse.Namespace) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
-    from rlcd.compaction.policy import CompactionPolicy, PartitionFilter, parse_byte_size
+    from rlcd.compaction.policy import (
+        CompactionPolicy,
+        PartitionFilter,
+        parse_byte_size,
+        parse_duration,
+    )
 
     try:
         sizes = {"target_file_size": parse_byte_size(args.target_size)} if args.target_size else {}
         min_size = parse_byte_size(args.min_size) if args.min_size else None
     except ValueError as exc:
         raise ConfigError(f"bad size: {exc}") from exc
+    try:
+        grace_s = parse_duration(args.orphan_grace)
+    except ValueError as exc:
+        raise ConfigError(f"bad --orphan-grace: {exc}") from exc
     policy = CompactionPolicy(
         **sizes,
         min_file_size=min_size,
@@ -127,6 +143,7 @@ async def _compact(args: argparse.Namespace) -> int:
             predicate=(args.where,) if args.where else (),
             on_plan=progress.start,
             on_bin_done=progress.advance,
+            orphan_grace_s=grace_s,
         )
         progress.finish()
     if args.dry_run:

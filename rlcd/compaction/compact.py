@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
+from rlcd.compaction.cleanup import DEFAULT_GRACE_S, CleanupReport, clean_table
 from rlcd.compaction.commit import CommitOutcome, commit_bins, discard_outputs
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
@@ -33,7 +34,7 @@ from rlcd.delta.schema import (
     physical_partition_columns,
     to_arrow_schema,
 )
-from rlcd.errors import CorruptLogError, RlcdError
+from rlcd.errors import CorruptLogError, RlcdError, StorageError
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("CompactionReport", "BinFailure", "compact_table", "rewrite_settings")
@@ -51,7 +52,8 @@ class BinFailure:
 
 @dataclass(frozen=True, slots=True)
 class CompactionReport:
-    """What one run planned and did. ``committed_version`` is None when nothing committed."""
+    """What one run planned and did. ``committed_version`` is None when nothing committed;
+    ``cleanup`` is what the run removed of earlier runs' leftovers (None: not asked to)."""
 
     table: str
     read_version: int
@@ -61,6 +63,7 @@ class CompactionReport:
     committed_version: int | None = None
     committed: tuple[RewrittenBin, ...] = ()
     failed: tuple[BinFailure, ...] = field(default=())
+    cleanup: CleanupReport | None = None
 
     @property
     def files_removed(self) -> int:
@@ -138,6 +141,7 @@ async def compact_table(
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     on_plan: Callable[[Sequence[Bin]], None] | None = None,
     on_bin_done: Callable[[Bin], None] | None = None,
+    orphan_grace_s: float | None = DEFAULT_GRACE_S,
 ) -> CompactionReport:
     """Compact one table once.
 
@@ -147,19 +151,27 @@ async def compact_table(
     more, each bin runs in one thread, which costs less CPU and memory. Each bin holds at most
     one row group and a few batches (see :func:`rewrite_bin`).
 
+    First, rlcd's own leftovers older than ``orphan_grace_s`` are removed (only listed in a
+    dry run; None skips this), see :mod:`rlcd.compaction.cleanup`.
+
     Raises:
         UnsupportedFeatureError: the table has a feature rlcd cannot write safely, or writers
             that do not commit with put-if-absent (named).
         CorruptLogError: the log or schema cannot be used.
         StorageError: the store failed while loading or committing.
     """
+    cleanup = None
+    if orphan_grace_s is not None:
+        cleanup = await _clean(store, orphan_grace_s, now_ms(), dry_run=dry_run)
     snapshot = await load_snapshot(store)
     config = table_config(snapshot)
     config.ensure_writable()
     await ensure_put_if_absent_writers(store, version=snapshot.version)
     policy = effective_policy(policy, config)
     bins = tuple(plan_bins(snapshot, config, policy))
-    report = CompactionReport(store.root, snapshot.version, policy, bins, dry_run=dry_run)
+    report = CompactionReport(
+        store.root, snapshot.version, policy, bins, dry_run=dry_run, cleanup=cleanup
+    )
     if dry_run or not bins:
         return report
     if on_plan is not None:
@@ -210,4 +222,17 @@ async def compact_table(
         committed_version=outcome.version,
         committed=outcome.committed,
         failed=tuple(failed),
+        cleanup=cleanup,
     )
+
+
+async def _clean(
+    store: ObjectStore, grace_s: float, now_ms: int, *, dry_run: bool
+) -> CleanupReport:
+    """The cleanup before a run; a store refusing it (say, no permission to list uploads)
+    leaves the leftovers for later but must not stop the compaction."""
+    try:
+        return await clean_table(store, grace_s=grace_s, now_ms=now_ms, dry_run=dry_run)
+    except StorageError as exc:
+        log.warning("cleanup_failed", table=store.root, error=str(exc))
+        return CleanupReport(store.root, grace_s, dry_run=dry_run, skipped=str(exc))
