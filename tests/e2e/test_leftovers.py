@@ -68,7 +68,7 @@ def _age(table: Path, hours: float) -> None:
         os.utime(path, (when, when))
 
 
-def _unreferenced_rlcd_files(table: Path) -> list[str]:
+def unreferenced_rlcd_files(table: Path) -> list[str]:
     log_text = "".join(p.read_text() for p in (table / "_delta_log").glob("*.json"))
     return [
         p.name
@@ -88,7 +88,7 @@ def test_kill_9_leftovers_are_removed_by_a_later_run_past_the_grace(tmp_path: Pa
     when_writing(process, table)
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
-    left = temp_files(table) + [table / n for n in _unreferenced_rlcd_files(table)]
+    left = temp_files(table) + [table / n for n in unreferenced_rlcd_files(table)]
     assert left, "the kill left nothing: the reproduction did not reproduce"
     assert content(table).equals(rows)
 
@@ -101,7 +101,7 @@ def test_kill_9_leftovers_are_removed_by_a_later_run_past_the_grace(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert "removed leftovers of earlier runs older than 1h" in done.stdout, done.stdout
     assert not any(p.exists() for p in left)
-    assert temp_files(table) == [] and _unreferenced_rlcd_files(table) == []
+    assert temp_files(table) == [] and unreferenced_rlcd_files(table) == []
     assert content(table).equals(rows)
 
 
