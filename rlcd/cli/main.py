@@ -39,6 +39,7 @@ import anyio.abc
 from rlcd import __version__
 from rlcd.cli.progress import BinProgress
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
+from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.compact import CompactionReport, FailureKind
 from rlcd.compaction.policy import CODECS
 from rlcd.daemon.logging import configure_logging
@@ -146,11 +147,13 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     compact.add_argument(
         "--target-size",
-        help="target output size, e.g. 128MiB (default: "
-        "the table's delta.targetFileSize, else 128 MiB)",
+        help="target output size: 128MiB (powers of 1024) or 100MB (powers of 1000); default: "
+        "the table's delta.targetFileSize, else 128MiB",
     )
     compact.add_argument(
-        "--min-size", help="files below this are compacted (default: half the target)"
+        "--min-size",
+        help="files below this are compacted, in the units of --target-size (default: half "
+        "the target)",
     )
     compact.add_argument("--where", help="partition predicate, e.g. \"date = '2026-11-30'\"")
     compact.add_argument("--max-bins", type=int, help="compact at most this many bins")
@@ -215,13 +218,12 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
     from rlcd.compaction.policy import (
         CompactionPolicy,
         PartitionFilter,
-        parse_byte_size,
         parse_duration,
     )
 
     try:
-        sizes = {"target_file_size": parse_byte_size(args.target_size)} if args.target_size else {}
-        min_size = parse_byte_size(args.min_size) if args.min_size else None
+        sizes = {"target_file_size": parse_size_flag(args.target_size)} if args.target_size else {}
+        min_size = parse_size_flag(args.min_size) if args.min_size else None
     except ValueError as exc:
         raise ConfigError(f"bad size: {exc}") from exc
     try:
