@@ -35,6 +35,7 @@ PURE = [
     "rlcd.compaction.stats",
     "rlcd.compaction.tags",
     "rlcd.compaction.classify",
+    "rlcd.compaction.verify_rules",
 ]
 IO_MODULES = (
     "anyio",
