@@ -15,6 +15,7 @@ import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlcd._tasks import primary_error
 from rlcd.compaction.verify_rules import FileObservation, FileProblem, FilesCheck, file_problems
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
@@ -54,9 +55,12 @@ async def check_files(
             footers += footer_read
             problems.extend(file_problems(seen))
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(min(concurrency, len(snapshot.files))):
-            tg.start_soon(worker)
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(concurrency, len(snapshot.files))):
+                tg.start_soon(worker)
+    except BaseExceptionGroup as group:
+        raise primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
     return FilesCheck(
         version=snapshot.version,
         files=len(snapshot.files),

@@ -25,6 +25,7 @@ from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.verify import verify_table
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.load import load_snapshot
+from rlcd.errors import StorageError
 from rlcd.storage import LocalStore, open_store
 from rlcd.storage.base import ObjectMeta, ObjectStore
 from tests.integration.tables import S3Mirror, append, batch, partitioned, with_dvs
@@ -353,3 +354,43 @@ async def test_an_output_compacted_again_and_vacuumed_is_skipped(tmp_path: Path)
     old, new = report.commits
     assert (old.status, old.outputs_skipped, old.sources_skipped) == ("skipped", 1, 4)
     assert (new.status, new.sources_checked, new.sources_skipped) == ("skipped", 0, 4)
+
+
+async def test_an_absolute_path_dv_is_checked_like_a_relative_one(tmp_path: Path) -> None:
+    """A DV named by absolute path (storage type ``p``) is read and checked: it verifies while
+    its file is there and fails, naming the file, once it is gone."""
+    version, paths = await _table_with_dvs(tmp_path)
+    (dv_file,) = _dv_files(tmp_path)
+
+    def absolute(add: dict[str, Any]) -> None:
+        if "deletionVector" in add:
+            dv = add["deletionVector"]
+            dv["storageType"], dv["pathOrInlineDv"] = "p", dv_file.as_uri()
+
+    _rewrite(tmp_path, version, absolute)
+    async with LocalStore(tmp_path) as store:
+        assert (await verify_table(store)).ok
+        dv_file.unlink()
+        report = await verify_table(store)
+    assert _problems(report) == sorted(
+        f"{p}: deletion vector file {dv_file.name} is missing" for p in paths
+    )
+
+
+class _RefusingStore(_CountingStore):
+    """A store whose HEADs are refused (as by an IAM policy), after the first few."""
+
+    async def head(self, key: str) -> ObjectMeta:
+        if self.heads >= 3:
+            raise StorageError("access denied", operation="head", key=key)
+        return await super().head(key)
+
+
+async def test_a_refused_head_is_a_storage_error_not_a_problem(tmp_path: Path) -> None:
+    """Storage refusing a HEAD is not a finding about the table: verify raises the store's
+    own error (the CLI's exit 4), not a group of them and not a problem line."""
+    for i in range(10):
+        append(tmp_path, batch(i * 5, 5))
+    async with LocalStore(tmp_path) as store:
+        with pytest.raises(StorageError, match="access denied"):
+            await verify_table(_RefusingStore(store), tags=False)  # type: ignore[arg-type]
