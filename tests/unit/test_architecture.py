@@ -35,6 +35,8 @@ PURE = [
     "rlcd.compaction.stats",
     "rlcd.compaction.tags",
     "rlcd.compaction.classify",
+    "rlcd.compaction.remap",
+    "rlcd.delta.outcome",
 ]
 IO_MODULES = (
     "anyio",
