@@ -36,6 +36,8 @@ PURE = [
     "rlcd.compaction.tags",
     "rlcd.compaction.classify",
     "rlcd.compaction.orphans",
+    "rlcd.compaction.remap",
+    "rlcd.delta.outcome",
 ]
 IO_MODULES = (
     "anyio",
