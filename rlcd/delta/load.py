@@ -175,7 +175,9 @@ async def read_commits_after(
 
 
 def _parse_parquet(data: bytes) -> pa.Table:
-    return pq.read_table(pa.BufferReader(data))
+    # Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot hold
+    # years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions): microseconds can.
+    return pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
 
 
 async def _read_checkpoint_file(
