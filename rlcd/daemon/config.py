@@ -127,7 +127,8 @@ class LogSettings:
 class MetricsSettings:
     """``[metrics]``: where ``/metrics`` and ``/healthz`` listen; ``listen`` None disables them.
 
-    Port 0 picks a free port (tests).
+    Port 0 picks a free port (tests). Use :attr:`Settings.metrics_listen`, which gives each
+    shard instance its own port.
     """
 
     listen: tuple[str, int] | None = ("127.0.0.1", 9464)
@@ -279,6 +280,15 @@ class Settings:
     policy: TablePolicy = field(default_factory=TablePolicy)
     tables: tuple[TableEntry, ...] = ()
     discover: tuple[DiscoverEntry, ...] = ()
+
+    @property
+    def metrics_listen(self) -> tuple[str, int] | None:
+        """Where this instance's endpoints listen: instance ``i`` takes the port + ``i``, so
+        shards sharing one file and one host do not collide (port 0 stays 0: any free port)."""
+        if self.metrics.listen is None:
+            return None
+        host, port = self.metrics.listen
+        return host, port + self.shard.instance if port else 0
 
     def entry(self, uri: TableUri) -> TableEntry | None:
         """The ``[[table]]`` naming ``uri``, if any."""

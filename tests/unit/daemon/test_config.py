@@ -485,6 +485,19 @@ def test_the_command_line_instance_is_checked_against_the_file() -> None:
 # --- the rest ------------------------------------------------------------------------------------
 
 
+def test_each_shard_instance_listens_on_its_own_port() -> None:
+    """Instance i of the shared file serves metrics on the port + i; port 0 and "" stay."""
+    s = parse('[metrics]\nlisten = "127.0.0.1:9464"\n[shard]\ninstances = 3')
+    assert [with_instance(s, i).metrics_listen for i in range(3)] == [
+        ("127.0.0.1", 9464),
+        ("127.0.0.1", 9465),
+        ("127.0.0.1", 9466),
+    ]
+    any_port = parse('[metrics]\nlisten = "[::1]:0"\n[shard]\ninstances = 2')
+    assert with_instance(any_port, 1).metrics_listen == ("::1", 0)
+    assert parse('[metrics]\nlisten = ""').metrics_listen is None
+
+
 def test_log_format_maps_to_the_logging_setup() -> None:
     """auto lets the logging setup pick by TTY; json and console force it."""
     assert [LogSettings(format=f).json for f in ("auto", "json", "console")] == [
