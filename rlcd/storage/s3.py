@@ -309,6 +309,9 @@ class S3Store:
         self._key("open_writer", key)
         return MultipartWriter(key, _S3Parts(self), part_size=self._client.config.part_size)
 
+    def local_files(self) -> None:
+        """None: S3 objects are not local files."""
+
     async def aclose(self) -> None:
         """Refuse further use; the shared client stays open."""
         self._closed = True
