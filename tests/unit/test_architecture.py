@@ -35,6 +35,7 @@ PURE = [
     "rlcd.compaction.stats",
     "rlcd.compaction.tags",
     "rlcd.compaction.classify",
+    "rlcd.daemon.schedule",
 ]
 IO_MODULES = (
     "anyio",
