@@ -38,6 +38,7 @@ PURE = [
     "rlcd.compaction.orphans",
     "rlcd.compaction.remap",
     "rlcd.delta.outcome",
+    "rlcd.daemon.schedule",
 ]
 IO_MODULES = (
     "anyio",
