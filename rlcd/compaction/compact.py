@@ -8,11 +8,12 @@ metrics and logs.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 import structlog
@@ -98,6 +99,8 @@ class CompactionReport:
     committed: tuple[RewrittenBin, ...] = ()
     failed: tuple[BinFailure, ...] = field(default=())
     cleanup: CleanupReport | None = None
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+    """The snapshot the run planned from (``read_version``)."""
 
     @property
     def files_removed(self) -> int:
@@ -176,6 +179,10 @@ async def compact_table(
     on_plan: Callable[[Sequence[Bin]], None] | None = None,
     on_bin_done: Callable[[Bin], None] | None = None,
     orphan_grace_s: float | None = DEFAULT_GRACE_S,
+    snapshot: Snapshot | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+    memory: anyio.CapacityLimiter | None = None,
+    min_file_age_ms: int = 0,
 ) -> CompactionReport:
     """Compact one table once.
 
@@ -184,6 +191,11 @@ async def compact_table(
     each bin splits its decoding and encoding over two threads so the cores stay busy; with
     more, each bin runs in one thread, which costs less CPU and memory. Each bin holds at most
     one row group and a few batches (see :func:`rewrite_bin`).
+
+    A daemon passes the ``snapshot`` it holds (else the latest is loaded), and the limiters it
+    shares across all tables: ``limiter`` bounds the bins decoding at once (it replaces
+    ``bin_concurrency``), ``memory`` is held by each bin for its whole rewrite (one token per
+    bin's bounded memory). Files younger than ``min_file_age_ms`` are left alone.
 
     First, rlcd's own leftovers older than ``orphan_grace_s`` are removed (only listed in a
     dry run; None skips this), see :mod:`rlcd.compaction.cleanup`.
@@ -197,14 +209,22 @@ async def compact_table(
     cleanup = None
     if orphan_grace_s is not None:
         cleanup = await _clean(store, orphan_grace_s, now_ms(), dry_run=dry_run)
-    snapshot = await load_snapshot(store)
+    if snapshot is None:
+        snapshot = await load_snapshot(store)
     config = table_config(snapshot)
     config.ensure_writable()
     await ensure_put_if_absent_writers(store, version=snapshot.version)
     policy = effective_policy(policy, config)
-    bins = tuple(plan_bins(snapshot, config, policy))
+    planned = _settled(snapshot, now_ms() - min_file_age_ms) if min_file_age_ms else snapshot
+    bins = tuple(plan_bins(planned, config, policy))
     report = CompactionReport(
-        store.root, snapshot.version, policy, bins, dry_run=dry_run, cleanup=cleanup
+        store.root,
+        snapshot.version,
+        policy,
+        bins,
+        dry_run=dry_run,
+        snapshot=snapshot,
+        cleanup=cleanup,
     )
     if dry_run or not bins:
         return report
@@ -213,16 +233,20 @@ async def compact_table(
     settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
     done: list[RewrittenBin] = []
     failed: list[BinFailure] = []
-    concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
-    slots = anyio.CapacityLimiter(concurrency)
+    if limiter is not None:
+        concurrency = int(limiter.total_tokens)
+    else:
+        concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
+    slots = limiter or anyio.CapacityLimiter(concurrency)
     shares = BinShares(concurrency, len(bins))
     split = len(bins) < concurrency
 
     async def one(b: Bin) -> None:
         try:
-            rewritten = await rewrite_bin(
-                store, b, settings, limiter=slots, shares=shares, split=split
-            )
+            async with memory if memory is not None else contextlib.nullcontext():
+                rewritten = await rewrite_bin(
+                    store, b, settings, limiter=slots, shares=shares, split=split
+                )
             done.append(rewritten)
         except RlcdError as exc:
             failed.append(BinFailure(b, str(exc), FailureKind.of(exc)))
@@ -261,6 +285,7 @@ async def compact_table(
         committed_version=outcome.version,
         committed=outcome.committed,
         failed=tuple(failed),
+        snapshot=snapshot,
         cleanup=cleanup,
     )
 
@@ -305,3 +330,9 @@ async def _clean(
     except StorageError as exc:
         log.warning("cleanup_failed", table=store.root, error=str(exc))
         return CleanupReport(store.root, grace_s, dry_run=dry_run, skipped=str(exc))
+
+
+def _settled(snapshot: Snapshot, before_ms: int) -> Snapshot:
+    """``snapshot`` without the files modified at or after ``before_ms`` (for planning)."""
+    files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
+    return snapshot if len(files) == len(snapshot.files) else replace(snapshot, files=files)

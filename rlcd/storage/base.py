@@ -19,6 +19,8 @@ __all__ = (
     "AlreadyExists",
     "PutResult",
     "ObjectWriter",
+    "FileWriter",
+    "LocalFiles",
     "ObjectStore",
     "MIN_PART_SIZE",
     "PendingUpload",
@@ -97,6 +99,29 @@ class ObjectWriter(Protocol):
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
 
 
+class FileWriter(ObjectWriter, Protocol):
+    """An :class:`ObjectWriter` over a local temp file at ``path`` (set once entered), which a
+    native writer (pyarrow's) may write itself instead of handing bytes to ``write``."""
+
+    @property
+    def path(self) -> str: ...
+
+
+class LocalFiles(Protocol):
+    """The capability of a store whose objects are local files (see
+    :meth:`ObjectStore.local_files`): native readers and writers then use the files in place,
+    with no bytes through Python, and the table's other writers commit by renames that never
+    replace (put-if-absent too)."""
+
+    def local_path(self, key: str) -> str:
+        """The file holding ``key`` (it may not exist)."""
+        ...
+
+    def open_file_writer(self, key: str) -> FileWriter:
+        """A writer for a new object whose temp file a native writer writes directly."""
+        ...
+
+
 class ObjectStore(Protocol):
     """Async access to one root of objects.
 
@@ -158,6 +183,12 @@ class ObjectStore(Protocol):
     async def abort_upload(self, key: str, upload_id: str) -> None:
         """Drop an unfinished write that :meth:`list_uploads` returned; the object at ``key``
         (if any) is untouched, and aborting an upload already gone succeeds."""
+        ...
+
+    def local_files(self) -> LocalFiles | None:
+        """The store's objects as local files, or None when they are remote. Callers ask the
+        store instead of testing its class, so a wrapping store (metering, faults) keeps the
+        capability of the store it wraps."""
         ...
 
     async def aclose(self) -> None:

@@ -182,6 +182,10 @@ class LocalStore:
         handing bytes to ``write``; published and aborted like ``open_writer``'s uploads."""
         return LocalFileWriter(self, key, self._path("open_writer", key))
 
+    def local_files(self) -> LocalStore:
+        """This store itself: its objects are files (:class:`~rlcd.storage.base.LocalFiles`)."""
+        return self
+
     async def aclose(self) -> None:
         self._closed = True
 

@@ -325,6 +325,9 @@ class S3Store:
         self._key("abort_upload", key)
         await _S3Parts(self).abort_upload(key, upload_id)
 
+    def local_files(self) -> None:
+        """None: S3 objects are not local files."""
+
     async def aclose(self) -> None:
         """Refuse further use; the shared client stays open."""
         self._closed = True
