@@ -204,13 +204,14 @@ async def _references_in(store: ObjectStore, key: str) -> list[FileReference]:
 
 def _parquet_references(data: bytes) -> list[FileReference]:
     """The files a Parquet checkpoint or sidecar names (only its add, remove and cdc columns
-    are read, and of those only the path and DV), from a native buffer, never a Python file
-    object (see pitfalls.md)."""
+    are read, and of those only the path and DV). Read without Arrow's threads: one of them
+    dropping the last reference to these Python bytes would take the GIL, and at interpreter
+    exit that aborts the process (see ``rlcd.delta.load._arrow_owned``)."""
     parquet = pq.ParquetFile(pa.BufferReader(data))
     columns = [c for c in ("add", "remove", "cdc") if c in parquet.schema_arrow.names]
     found: list[FileReference] = []
     for name in columns:
-        for chunk in parquet.read(columns=[name]).column(name).chunks:
+        for chunk in parquet.read(columns=[name], use_threads=False).column(name).chunks:
             struct = chunk.type
             paths = pc.struct_field(chunk, "path").to_pylist()
             dvs = (
