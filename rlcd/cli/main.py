@@ -227,7 +227,7 @@ class _Run:
             return "no bin had started; nothing was written"
         left = progress.total - progress.done
         return (
-            f"abandoned {count(left, 'bin')} in flight of {progress.total} (outputs deleted, "
+            f"abandoned {count(progress.total, 'bin')} ({left} in flight; outputs deleted, "
             "uploads aborted); nothing was committed"
         )
 

@@ -105,9 +105,9 @@ async def clean_table(
     failed: list[tuple[str, str]] = []
     if not dry_run:
         aborted = await _each(
-            table, uploads, lambda u: store.abort_upload(u.key, u.upload_id), _key, failed
+            table, uploads, lambda u: store.abort_upload(u.key, u.upload_id), failed
         )
-        deleted = await _each(table, orphans, lambda m: store.delete(m.key), _key, failed)
+        deleted = await _each(table, orphans, lambda m: store.delete(m.key), failed)
     else:
         aborted, deleted = uploads, list(orphans)
     report = CleanupReport(
@@ -136,7 +136,6 @@ async def _each(
     table: str,
     items: Sequence[_T],
     remove: Callable[[_T], Awaitable[None]],
-    key: Callable[[_T], str],
     failed: list[tuple[str, str]],
 ) -> list[_T]:
     """Remove each item in turn; those the store refused go to ``failed``, not raised (one
@@ -146,15 +145,11 @@ async def _each(
         try:
             await remove(item)
         except StorageError as exc:
-            failed.append((key(item), str(exc)))
-            log.warning("orphan_not_removed", table=table, key=key(item), error=str(exc))
+            failed.append((item.key, str(exc)))
+            log.warning("orphan_not_removed", table=table, key=item.key, error=str(exc))
         else:
             done.append(item)
     return done
-
-
-def _key(item: ObjectMeta | PendingUpload) -> str:
-    return item.key
 
 
 class _Doubt(Exception):
