@@ -24,6 +24,7 @@ PURE = [
     "rlcd.delta.stats_json",
     "rlcd.delta.names",
     "rlcd.delta.partitions",
+    "rlcd.delta.predicate",
     "rlcd.delta.protocol",
     "rlcd.delta.dv.codec",
     "rlcd.delta.dv.descriptor",
