@@ -74,7 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument(
         "--min-size", help="files below this are compacted (default: half the target)"
     )
-    compact.add_argument("--where", help="partition predicate, e.g. \"date = '2026-11-30'\"")
+    compact.add_argument(
+        "--where",
+        help="only partitions where this is true, e.g. \"date >= '2026-11-01' AND n IN (1, 2)\" "
+        "(=, !=, <, <=, >, >=, IN, IS [NOT] NULL, AND, OR, NOT over partition columns; "
+        "quote strings and dates)",
+    )
     compact.add_argument("--max-bins", type=int, help="compact at most this many bins")
     compact.add_argument("--codec", default="zstd", help="output compression (default zstd)")
     _add_s3_options(compact)
@@ -104,7 +109,8 @@ async def _demo(args: argparse.Namespace) -> int:
 async def _compact(args: argparse.Namespace) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
-    from rlcd.compaction.policy import CompactionPolicy, PartitionFilter, parse_byte_size
+    from rlcd.compaction.policy import CompactionPolicy, parse_byte_size
+    from rlcd.delta.predicate import Predicate
 
     try:
         sizes = {"target_file_size": parse_byte_size(args.target_size)} if args.target_size else {}
@@ -115,7 +121,7 @@ async def _compact(args: argparse.Namespace) -> int:
         **sizes,
         min_file_size=min_size,
         max_bins=args.max_bins,
-        partition_filter=PartitionFilter.parse(args.where) if args.where else None,
+        partition_filter=Predicate.parse(args.where) if args.where is not None else None,
         codec=args.codec,
     )
     async with open_store(args.table, s3=_s3_config(args)) as store:
@@ -124,7 +130,7 @@ async def _compact(args: argparse.Namespace) -> int:
             store,
             policy,
             dry_run=args.dry_run,
-            predicate=(args.where,) if args.where else (),
+            predicate=(args.where,) if args.where is not None else (),
             on_plan=progress.start,
             on_bin_done=progress.advance,
         )
