@@ -474,7 +474,7 @@ class _Parser:
         typed = token.text.upper()
         if token.kind == "column" and typed in _TYPED_LITERALS and self._next.kind == "string":
             return self._typed(typed, self._take(), at)
-        if token.kind in ("column", "bare") or (token.kind == "keyword" and token.text != "NULL"):
+        if token.kind in ("column", "bare", "keyword"):
             raise self._error(
                 f"{token.text} is not a value: put a string in single quotes "
                 f"({_quote(token.text)})",
