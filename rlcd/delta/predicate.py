@@ -72,7 +72,10 @@ orders them, NaN above every number: ``x > 1`` and ``x != 1`` hold for a NaN, ``
     (Spark's rule keeps them bounds, §4.4), timestamp maxes are floored to milliseconds (999
     µs are added back, as kernel-rs does), a float column may hold a NaN that its stats leave
     out (so ``>``, ``>=``, ``!=`` never prune it), and decimals of more than 15 digits may have
-    gone through a float64 (delta-rs), so their bounds are widened by 2^-50 of their value.
+    gone through a float64 (delta-rs), so their bounds are widened by 2^-50 of their value;
+    a double column may have been a float column (type widening) whose bounds were written as
+    float32's shortest text (Spark: ``0.234`` for 0.23399999737739563), so its bounds are
+    widened by 2^-23 of their value.
     ``!=`` and ``NOT IN`` prune only integer and date columns whose min equals their max.
 (c) :meth:`BoundPredicate.row_mask`: a boolean mask over an Arrow batch with the table's
     physical schema, by ``pyarrow.compute`` (no Python loop over rows); unknown is not
@@ -1008,6 +1011,8 @@ def _mask(expr: BoundExpr, column: Callable[[BoundColumn], Any]) -> Any:
 _TIMESTAMP_FLOOR: Final = timedelta(microseconds=999)  # §4.5: bounds are floored to ms
 _F64_EXACT_DIGITS: Final = 15  # decimals of up to 15 digits survive a float64 exactly
 _F64_SLACK: Final = Decimal(2) ** -50  # > one float64 ulp, relative
+_F32_SLACK: Final = 2.0**-23  # > half a float32 ulp, relative: its shortest text's error
+_F32_TINIEST: Final = 2.0**-149  # ... and a float32 subnormal's
 _EXACT_BOUNDS: Final = frozenset({*_INT_BITS, "date"})
 
 
@@ -1110,6 +1115,9 @@ def _bound(raw: Any, column: BoundColumn, *, upper: bool) -> Any:
             value_f = _float32(float(number)) if kind == "float" else float(number)
         except OverflowError:
             return None
+        if kind == "double":  # it may have been a float column: float32's shortest text
+            widening = max(abs(value_f) * _F32_SLACK, _F32_TINIEST)
+            value_f = value_f + widening if upper else value_f - widening
         return value_f if math.isfinite(value_f) else None
     if kind in ("string", "date", "timestamp", "timestamp_ntz") and isinstance(raw, str):
         if kind == "string":

@@ -795,10 +795,11 @@ def test_decimals_are_read_exactly_and_widened_past_float_precision() -> None:
 
 def test_floats_keep_nan_in_mind() -> None:
     """A NaN the stats left out makes >, >= and != true, so those never prune a float
-    column; = and < still do; float32 bounds written as text round to float32."""
+    column; = and < still do; float32 bounds written as text round to float32, and double
+    bounds allow for having been written as a float32's text before a type widening."""
     file = add(stats("x", 1.0, 2.0))
     assert not might("x = 3", file)
-    assert not might("x < 1", file)
+    assert not might("x < 0.99", file)
     assert might("x > 5", file)
     assert might("x != 1.5", file)
     assert might("x NOT IN (1.5)", file)
@@ -806,6 +807,10 @@ def test_floats_keep_nan_in_mind() -> None:
     assert might("f = 0.234", spark)
     assert might("f <= 0.234", spark)
     assert might("x = 1", add(stats("x", "NaN", "NaN")))
+    widened = add(stats("x", 0.234, 0.234))  # a float column's stats, now a double column
+    assert might(f"x = {0.23399999737739563!r}", widened)
+    assert might("x < 0.234", widened)
+    assert not might("x < 0.2339", widened)
 
 
 # --- (c) rows ------------------------------------------------------------------------------------
@@ -904,3 +909,5 @@ def test_row_masks_of_tables_are_chunked() -> None:
     assert isinstance(mask, pa.ChunkedArray)
     assert mask.to_pylist() == [True, False] * 3
     assert len(mask) == 6 and mask.null_count == 0
+    empty = pa.table({"n": pa.array([], pa.int32())})
+    assert bind("part = 1 AND n = 1").row_mask(empty, {"part": "1"}).to_pylist() == []
