@@ -95,7 +95,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, InvalidOperation
 from functools import reduce
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias, assert_never
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -202,10 +202,13 @@ class ColumnRef:
 
     @property
     def name(self) -> str:
+        """The dotted path, for messages."""
         return ".".join(self.path)
 
 
 class LiteralKind(enum.Enum):
+    """How a literal was written (which decides what it may be compared with)."""
+
     STRING = "string"
     NUMBER = "number"
     BOOLEAN = "boolean"
@@ -226,6 +229,8 @@ class Literal:
 
 @dataclass(frozen=True, slots=True)
 class Compare:
+    """``column op literal``."""
+
     column: ColumnRef
     op: Op
     literal: Literal
@@ -233,6 +238,8 @@ class Compare:
 
 @dataclass(frozen=True, slots=True)
 class InList:
+    """``column [NOT] IN (literals)``."""
+
     column: ColumnRef
     literals: tuple[Literal, ...]
     negated: bool
@@ -240,22 +247,30 @@ class InList:
 
 @dataclass(frozen=True, slots=True)
 class IsNull:
+    """``column IS [NOT] NULL``."""
+
     column: ColumnRef
     negated: bool
 
 
 @dataclass(frozen=True, slots=True)
 class Not:
+    """``NOT operand``."""
+
     operand: Expr
 
 
 @dataclass(frozen=True, slots=True)
 class And:
+    """``operand AND operand ...``."""
+
     operands: tuple[Expr, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Or:
+    """``operand OR operand ...``."""
+
     operands: tuple[Expr, ...]
 
 
@@ -551,6 +566,7 @@ class BoundColumn:
 
     @property
     def is_float(self) -> bool:
+        """Float or double: NaN is a value (module header, *Semantics*)."""
         return isinstance(self.dtype, PrimitiveType) and self.dtype.name in ("float", "double")
 
 
@@ -574,17 +590,23 @@ class BoundIn:
 
 @dataclass(frozen=True, slots=True)
 class BoundIsNull:
+    """``column IS [NOT] NULL``."""
+
     column: BoundColumn
     negated: bool
 
 
 @dataclass(frozen=True, slots=True)
 class BoundAnd:
+    """Kleene's AND of its operands."""
+
     operands: tuple[BoundExpr, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class BoundOr:
+    """Kleene's OR of its operands."""
+
     operands: tuple[BoundExpr, ...]
 
 
@@ -594,6 +616,7 @@ _Leaf: TypeAlias = BoundCompare | BoundIn | BoundIsNull
 _INT_BITS: Final = {"byte": 8, "short": 16, "integer": 32, "long": 64}
 _RANGE_OPS: Final = frozenset({Op.LT, Op.LE, Op.GT, Op.GE})
 _CONTEXT: Final = Context(prec=200)
+_MAX_DIGITS: Final = 38
 _NUMBER_TYPES: Final = frozenset({*_INT_BITS, "float", "double"})
 _COMPARABLE: Final = frozenset(
     {*_NUMBER_TYPES, "boolean", "string", "binary", "date", "timestamp", "timestamp_ntz"}
@@ -609,6 +632,8 @@ def _type_name(dtype: DataType) -> str:
 
 
 class _Binder:
+    """Binds one predicate's parse tree to one schema (module header, *Binding*)."""
+
     def __init__(
         self,
         text: str,
@@ -776,13 +801,17 @@ class _Binder:
         """An integer or decimal column: the number on the type's grid, or the equivalent bound
         for a range comparison (module header)."""
         dtype = column.dtype
+        kind = _type_name(dtype)
+        if number.adjusted() > _MAX_DIGITS:  # beyond any long or decimal(38)
+            raise self._error(
+                f"{lit.text} is out of range for column {column.name!r} ({kind})", lit.position
+            )
         scale = dtype.scale if isinstance(dtype, DecimalType) else 0
         quantum = Decimal(1).scaleb(-scale)
         try:
             on_grid = number.quantize(quantum, context=_CONTEXT)
         except InvalidOperation:
             on_grid = None
-        kind = _type_name(dtype)
         if on_grid is None or on_grid != number:
             if op not in _RANGE_OPS:
                 grid = "an integer" if not scale else f"a number with at most {scale} decimals"
@@ -832,6 +861,8 @@ class BoundPredicate:
 
     @property
     def partition_only(self) -> bool:
+        """Whether only partition columns are tested: then a file matches as a whole or not
+        at all, and ``matches_partition`` decides it."""
         return all(c.partition for c in self.columns)
 
     # (a) partition values
@@ -937,18 +968,15 @@ def _partition_value(column: BoundColumn, partition_values: Mapping[str, str | N
 
 def _leaf_truth(leaf: _Leaf, partition_values: Mapping[str, str | None]) -> bool | None:
     value: PartitionValue = _partition_value(leaf.column, partition_values)
-    match leaf:
-        case BoundIsNull(negated=negated):
-            return (value is None) != negated
-        case _ if value is None:
-            return None
-        case BoundIn(values=values, negated=negated):
-            return (value in values) != negated  # NaN is in no list
-        case BoundCompare(op=op, value=literal):
-            if isinstance(value, float) and math.isnan(value):
-                return op in (Op.NE, Op.GT, Op.GE)  # Spark: NaN is above every number
-            return _COMPARE[op](value, literal)
-    raise AssertionError(leaf)  # pragma: no cover
+    if isinstance(leaf, BoundIsNull):
+        return (value is None) != leaf.negated
+    if value is None:
+        return None
+    if isinstance(leaf, BoundIn):
+        return (value in leaf.values) != leaf.negated  # NaN is in no list
+    if isinstance(value, float) and math.isnan(value):
+        return leaf.op in (Op.NE, Op.GT, Op.GE)  # Spark: NaN is above every number
+    return _COMPARE[leaf.op](value, leaf.value)
 
 
 # (c): Arrow
@@ -974,7 +1002,8 @@ def _batch_column(
                 return partition_array(raw, column.dtype, batch.num_rows)
             except ValueError as exc:
                 raise ValueError(f"partition column {column.name!r}: {exc}") from exc
-        raise ValueError(f"batch has no column {column.physical[0]!r} ({column.name})")
+        given = " and no partition values were given" if column.partition else ""
+        raise ValueError(f"batch has no column {column.physical[0]!r}{given}")
     array = batch.column(top)
     for depth, name in enumerate(column.physical[1:], 1):
         index = array.type.get_field_index(name) if pa.types.is_struct(array.type) else -1
@@ -1003,7 +1032,8 @@ def _mask(expr: BoundExpr, column: Callable[[BoundColumn], Any]) -> Any:
             if c.is_float and op in (Op.GT, Op.GE):
                 result = pc.or_kleene(result, pc.is_nan(array))  # NaN is above every number
             return result
-    raise AssertionError(expr)  # pragma: no cover
+        case _:
+            assert_never(expr)
 
 
 # (b): stats
@@ -1014,6 +1044,7 @@ _F64_SLACK: Final = Decimal(2) ** -50  # > one float64 ulp, relative
 _F32_SLACK: Final = 2.0**-23  # > half a float32 ulp, relative: its shortest text's error
 _F32_TINIEST: Final = 2.0**-149  # ... and a float32 subnormal's
 _EXACT_BOUNDS: Final = frozenset({*_INT_BITS, "date"})
+_LONG_DIGITS: Final = 19
 
 
 @dataclass(frozen=True, slots=True)
@@ -1105,9 +1136,11 @@ def _bound(raw: Any, column: BoundColumn, *, upper: bool) -> Any:
             value = _CONTEXT.add(value, slack) if upper else _CONTEXT.subtract(value, slack)
         return value
     if kind in _INT_BITS:
-        if number is None or number != int(number):
-            return None
-        return int(number)
+        if isinstance(number, Decimal) and (
+            number.adjusted() > _LONG_DIGITS or number != number.to_integral_value()
+        ):
+            return None  # not a long; and int() of 1e999999 would build a million digits
+        return None if number is None else int(number)
     if kind in ("float", "double"):
         if number is None:
             return None

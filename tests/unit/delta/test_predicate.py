@@ -358,6 +358,8 @@ def test_integer_ranges_are_the_types(name: str, bits: int) -> None:
         ("dec = 123456789", "out of range for column 'dec' (decimal(10,2))"),
         ("dec < 100000000", "out of range"),
         ("dec = '1.234'", "is not a valid decimal(10,2)"),
+        ("l < 1e999999", "1e999999 is out of range for column 'l' (long)"),
+        ("wide >= -1e39", "out of range for column 'wide' (decimal(38,3))"),
     ],
 )
 def test_literals_the_type_cannot_hold_exactly_are_errors(text: str, problem: str) -> None:
@@ -657,12 +659,17 @@ def might(text: str, file: AddFile) -> bool:
 
 
 def test_missing_or_unreadable_stats_might_match() -> None:
-    """No stats, stats that are not JSON or not an object, or a column they do not cover say
-    nothing: the file might match."""
+    """No stats, stats that are not JSON or not an object, a column they do not cover, or a
+    bound its type cannot hold say nothing: the file might match."""
     for raw in (None, "", "{", "[1]", '{"numRecords": "ten"}'):
         assert might("n = 1", add(raw))
     assert might("n = 1", add(stats("l", 5, 9)))
     assert might("n = 1", add({"numRecords": 3, "minValues": {"n": "five"}}))
+    huge = '{"numRecords": 3, "minValues": {"n": 1e999999, "x": 1e999999, "dec": 1.5e0}}'
+    assert might("n = 1", add(huge))
+    assert might("x = 1", add(huge))
+    assert might("dec = 1.5", add(huge))  # 1.5e0: exponent notation reads exactly
+    assert not might("dec = 1", add(huge))
 
 
 def test_ranges_prune_by_min_and_max() -> None:
