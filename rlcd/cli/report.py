@@ -67,18 +67,55 @@ def print_compaction(report: CompactionReport, out: TextIO) -> None:
         out.write(f"  bin {failure.bin.bin_id} not compacted: {failure.reason}\n")
 
 
-def print_verify(report: VerifyReport, out: TextIO) -> None:
-    """One line per tagged commit, then every problem."""
-    if not report.commits:
-        out.write(f"{report.table}: no commit with composition tags in the log\n")
-    for c in report.commits:
-        status = "ok" if not c.problems else "FAILED"
+def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = None) -> None:
+    """What each half checked and skipped, every problem on its own line naming the file, and
+    the verdict (with the exit code the command returns, when given)."""
+    out.write(f"{report.table} at version {report.version}\n")
+    files = report.files
+    if files is None:
+        out.write("files: not checked\n")
+    else:
+        footers = f", {_count(files.footers, 'footer')} read" if files.footers else ""
         out.write(
-            f"version {c.version}: {status}: {c.outputs} outputs, {c.sources_checked} sources "
-            f"checked, {c.sources_skipped} skipped\n"
+            f"files: {_count(files.files, 'live file')} checked "
+            f"({_count(files.dvs, 'deletion vector')}{footers}): "
+            f"{_count(len(files.problems), 'problem')}\n"
+        )
+        for file_problem in files.problems:
+            out.write(f"  problem: {file_problem}\n")
+    commits = report.commits
+    if commits is None:
+        out.write("tags: not checked\n")
+    elif not commits:
+        out.write("tags: no commit with composition tags in the log\n")
+    else:
+        statuses = [c.status for c in commits]
+        skipped = statuses.count("skipped")
+        why = f" ({_GONE})" if skipped else ""
+        out.write(
+            f"tags: {_count(len(commits), 'tagged commit')}: {statuses.count('ok')} ok, "
+            f"{skipped} skipped{why}, {statuses.count('FAILED')} failed\n"
+        )
+    for c in commits or ():
+        outputs_gone = f" ({c.outputs_skipped} {_GONE})" if c.outputs_skipped else ""
+        sources_gone = f" ({_GONE})" if c.sources_skipped else ""
+        out.write(
+            f"  version {c.version}: {c.status}: {c.outputs} outputs{outputs_gone}, "
+            f"{c.sources_checked} sources checked, {c.sources_skipped} skipped{sources_gone}\n"
         )
         for note in c.notes:
-            out.write(f"  note: {note}\n")
+            out.write(f"    note: {note}\n")
         for problem in c.problems:
-            out.write(f"  problem: {problem}\n")
-    out.write("verified\n" if report.ok else "verification FAILED\n")
+            out.write(f"    problem: {problem}\n")
+    code = f" (exit {exit_code})" if exit_code is not None else ""
+    if report.ok:
+        out.write(f"verified{code}\n")
+    else:
+        out.write(f"verification FAILED: {_count(report.problems, 'problem')}{code}\n")
+
+
+_GONE = "gone from storage"  # vacuumed since: history, not a problem
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

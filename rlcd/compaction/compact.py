@@ -8,10 +8,11 @@ metrics and logs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 import structlog
@@ -61,6 +62,8 @@ class CompactionReport:
     committed_version: int | None = None
     committed: tuple[RewrittenBin, ...] = ()
     failed: tuple[BinFailure, ...] = field(default=())
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+    """The snapshot the run planned from (``read_version``)."""
 
     @property
     def files_removed(self) -> int:
@@ -138,6 +141,10 @@ async def compact_table(
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     on_plan: Callable[[Sequence[Bin]], None] | None = None,
     on_bin_done: Callable[[Bin], None] | None = None,
+    snapshot: Snapshot | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+    memory: anyio.CapacityLimiter | None = None,
+    min_file_age_ms: int = 0,
 ) -> CompactionReport:
     """Compact one table once.
 
@@ -147,19 +154,28 @@ async def compact_table(
     more, each bin runs in one thread, which costs less CPU and memory. Each bin holds at most
     one row group and a few batches (see :func:`rewrite_bin`).
 
+    A daemon passes the ``snapshot`` it holds (else the latest is loaded), and the limiters it
+    shares across all tables: ``limiter`` bounds the bins decoding at once (it replaces
+    ``bin_concurrency``), ``memory`` is held by each bin for its whole rewrite (one token per
+    bin's bounded memory). Files younger than ``min_file_age_ms`` are left alone.
+
     Raises:
         UnsupportedFeatureError: the table has a feature rlcd cannot write safely, or writers
             that do not commit with put-if-absent (named).
         CorruptLogError: the log or schema cannot be used.
         StorageError: the store failed while loading or committing.
     """
-    snapshot = await load_snapshot(store)
+    if snapshot is None:
+        snapshot = await load_snapshot(store)
     config = table_config(snapshot)
     config.ensure_writable()
     await ensure_put_if_absent_writers(store, version=snapshot.version)
     policy = effective_policy(policy, config)
-    bins = tuple(plan_bins(snapshot, config, policy))
-    report = CompactionReport(store.root, snapshot.version, policy, bins, dry_run=dry_run)
+    planned = _settled(snapshot, now_ms() - min_file_age_ms) if min_file_age_ms else snapshot
+    bins = tuple(plan_bins(planned, config, policy))
+    report = CompactionReport(
+        store.root, snapshot.version, policy, bins, dry_run=dry_run, snapshot=snapshot
+    )
     if dry_run or not bins:
         return report
     if on_plan is not None:
@@ -167,16 +183,20 @@ async def compact_table(
     settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
     done: list[RewrittenBin] = []
     failed: list[BinFailure] = []
-    concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
-    slots = anyio.CapacityLimiter(concurrency)
+    if limiter is not None:
+        concurrency = int(limiter.total_tokens)
+    else:
+        concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
+    slots = limiter or anyio.CapacityLimiter(concurrency)
     shares = BinShares(concurrency, len(bins))
     split = len(bins) < concurrency
 
     async def one(b: Bin) -> None:
         try:
-            rewritten = await rewrite_bin(
-                store, b, settings, limiter=slots, shares=shares, split=split
-            )
+            async with memory if memory is not None else contextlib.nullcontext():
+                rewritten = await rewrite_bin(
+                    store, b, settings, limiter=slots, shares=shares, split=split
+                )
             done.append(rewritten)
         except RlcdError as exc:
             failed.append(BinFailure(b, str(exc)))
@@ -210,4 +230,11 @@ async def compact_table(
         committed_version=outcome.version,
         committed=outcome.committed,
         failed=tuple(failed),
+        snapshot=snapshot,
     )
+
+
+def _settled(snapshot: Snapshot, before_ms: int) -> Snapshot:
+    """``snapshot`` without the files modified at or after ``before_ms`` (for planning)."""
+    files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
+    return snapshot if len(files) == len(snapshot.files) else replace(snapshot, files=files)

@@ -52,7 +52,14 @@ from rlcd.errors import (
     TransientStorageError,
 )
 from rlcd.storage._keys import check_key, check_prefix, check_range
-from rlcd.storage.base import MIN_PART_SIZE, AlreadyExists, ObjectMeta, PutResult, Written
+from rlcd.storage.base import (
+    MIN_PART_SIZE,
+    AlreadyExists,
+    ObjectMeta,
+    PendingUpload,
+    PutResult,
+    Written,
+)
 from rlcd.storage.multipart import MultipartWriter
 from rlcd.storage.retry import RetryPolicy, retrying
 from rlcd.storage.uri import TableUri
@@ -309,6 +316,18 @@ class S3Store:
         self._key("open_writer", key)
         return MultipartWriter(key, _S3Parts(self), part_size=self._client.config.part_size)
 
+    def list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        self._api("list_uploads", prefix)
+        check_prefix("list_uploads", prefix)
+        return self._list_uploads(prefix)
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        self._key("abort_upload", key)
+        await _S3Parts(self).abort_upload(key, upload_id)
+
+    def local_files(self) -> None:
+        """None: S3 objects are not local files."""
+
     async def aclose(self) -> None:
         """Refuse further use; the shared client stays open."""
         self._closed = True
@@ -372,6 +391,29 @@ class S3Store:
     async def _list_page(self, prefix: str, request: dict[str, Any]) -> dict[str, Any]:
         with _translate("list", prefix):
             return cast(dict[str, Any], await self._api("list", prefix).list_objects_v2(**request))
+
+    async def _list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        """``ListMultipartUploads`` pages (S3 orders them by key, then by initiation)."""
+        request: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Prefix": self._base + prefix,
+            "MaxUploads": self._client.config.list_page_size,
+        }
+
+        async def page_once() -> dict[str, Any]:
+            with _translate("list_uploads", prefix):
+                api = self._api("list_uploads", prefix)
+                return cast(dict[str, Any], await api.list_multipart_uploads(**request))
+
+        while True:
+            page = await self._retry("list_uploads", prefix, page_once)
+            for item in page.get("Uploads", ()):
+                key = item["Key"][len(self._base) :]
+                yield PendingUpload(key, str(item["UploadId"]), _ms(item["Initiated"]))
+            if not page.get("IsTruncated"):
+                return
+            request["KeyMarker"] = page["NextKeyMarker"]
+            request["UploadIdMarker"] = page["NextUploadIdMarker"]
 
 
 class _S3Parts:

@@ -36,6 +36,11 @@ PURE = [
     "rlcd.compaction.stats",
     "rlcd.compaction.tags",
     "rlcd.compaction.classify",
+    "rlcd.compaction.orphans",
+    "rlcd.compaction.remap",
+    "rlcd.compaction.verify_rules",
+    "rlcd.delta.outcome",
+    "rlcd.daemon.schedule",
 ]
 IO_MODULES = (
     "anyio",
