@@ -156,3 +156,50 @@ def test_the_command_runs_arrow_on_jemalloc_unless_told_otherwise(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == pool
+
+
+def test_logging_options_work_after_the_subcommand_too(tmp_path: Path) -> None:
+    """--log-level and --log-format are taken before or after the subcommand alike."""
+    partitioned(tmp_path)
+    done = rlcd("compact", str(tmp_path), "--log-level", "info", "--log-format", "json")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line)["event"] for line in done.stderr.splitlines()]
+    assert "bins_committed" in events
+    quiet = rlcd("--log-level", "error", "compact", str(tmp_path))
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_help_is_plain_text_with_codecs_and_exit_codes() -> None:
+    """--help shows no reST markup, lists the exit codes, and compact's lists the codecs."""
+    top = rlcd("--help")
+    compact = rlcd("compact", "--help")
+    for text in (top.stdout, compact.stdout):
+        assert "``" not in text and ":class:" not in text
+        assert "Exit codes:" in text and "143 by SIGTERM" in text
+    assert "{gzip,none,snappy,zstd}" in compact.stdout
+    bad = rlcd("compact", "t", "--codec", "lz4")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_every_warning_appears_once(tmp_path: Path) -> None:
+    """A bin that fails is said once, in the report on stdout, not again as a log line on
+    stderr; --log-format json asks for every event, and gets the machine line too."""
+    partitioned(tmp_path)
+    victim = next((tmp_path / "part=a").iterdir())
+    victim.unlink()
+    done = rlcd("compact", str(tmp_path))
+    assert done.returncode == 1
+    assert done.stdout.count("not compacted") == 1 and victim.name in done.stdout
+    assert done.stderr == ""
+    machine = rlcd("compact", str(tmp_path), "--log-format", "json")
+    assert [json.loads(line)["event"] for line in machine.stderr.splitlines()] == ["bin_failed"]
+
+
+def test_ambiguous_sizes_are_refused_and_real_units_honoured(tmp_path: Path) -> None:
+    """`--target-size 1m` is refused naming both readings; 1MB and 1MiB mean what they say."""
+    partitioned(tmp_path)
+    bad = rlcd("compact", str(tmp_path), "--target-size", "1m", "--dry-run")
+    assert bad.returncode == 2 and "1MiB" in bad.stderr and "1MB" in bad.stderr
+    for flag, shown in (("2MB", "1.9 MiB"), ("2MiB", "2.0 MiB")):
+        plan = rlcd("compact", str(tmp_path), "--target-size", flag, "--dry-run")
+        assert plan.returncode == 0 and f"(target {shown})" in plan.stdout, plan.stderr
