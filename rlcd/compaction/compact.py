@@ -199,7 +199,12 @@ async def compact_table(
     order = {b.bin_id: i for i, b in enumerate(bins)}
     done.sort(key=lambda r: order[r.bin.bin_id])
     outcome: CommitOutcome = await commit_bins(
-        store, snapshot, done, predicate=predicate, now_ms=now_ms
+        store,
+        snapshot,
+        done,
+        predicate=predicate,
+        now_ms=now_ms,
+        max_masked_ratio=policy.max_masked_ratio,
     )
     failed.extend(BinFailure(r.bin, reason) for r, reason in outcome.aborted)
     return CompactionReport(

@@ -36,6 +36,7 @@ PURE = [
     "rlcd.compaction.tags",
     "rlcd.compaction.classify",
     "rlcd.compaction.remap",
+    "rlcd.compaction.reconcile",
     "rlcd.delta.outcome",
 ]
 IO_MODULES = (
