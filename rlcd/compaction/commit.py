@@ -55,8 +55,9 @@ __all__ = (
     "discard_outputs",
 )
 
-INLINE_DV_MAX_BYTES = 64
-"""An output DV whose blob is at most this long is written inline in the log, not in a file."""
+INLINE_DV_MAX_BYTES = 40
+"""An output DV whose blob is at most this long (a few positions, or one run) is written inline
+in the log rather than in a DV file of its own."""
 NOTHING_TO_COMMIT = "nothing_to_commit"
 DV_UNREADABLE = "dv_unreadable"
 

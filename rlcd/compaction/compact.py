@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import anyio
 import structlog
 
-from rlcd.compaction.commit import CommitOutcome, commit_bins, discard_outputs
+from rlcd.compaction.commit import BinResult, CommitOutcome, commit_bins, discard_outputs
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
@@ -61,6 +61,7 @@ class CompactionReport:
     committed_version: int | None = None
     committed: tuple[RewrittenBin, ...] = ()
     failed: tuple[BinFailure, ...] = field(default=())
+    bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
 
     @property
     def files_removed(self) -> int:
@@ -215,4 +216,5 @@ async def compact_table(
         committed_version=outcome.version,
         committed=outcome.committed,
         failed=tuple(failed),
+        bin_results=outcome.results,
     )
