@@ -19,7 +19,7 @@ import anyio
 import structlog
 
 from rlcd.compaction.cleanup import DEFAULT_GRACE_S, CleanupReport, clean_table
-from rlcd.compaction.commit import CommitOutcome, commit_bins, discard_outputs
+from rlcd.compaction.commit import BinResult, CommitOutcome, commit_bins, discard_outputs
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
@@ -101,6 +101,7 @@ class CompactionReport:
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
     """The snapshot the run planned from (``read_version``)."""
     cleanup: CleanupReport | None = None
+    bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
 
     @property
     def files_removed(self) -> int:
@@ -272,7 +273,12 @@ async def compact_table(
     with anyio.CancelScope(shield=True):
         try:
             outcome: CommitOutcome = await commit_bins(
-                store, snapshot, done, predicate=predicate, now_ms=now_ms
+                store,
+                snapshot,
+                done,
+                predicate=predicate,
+                now_ms=now_ms,
+                max_masked_ratio=policy.max_masked_ratio,
             )
         except StorageError as exc:
             raise await _failed_commit(store, snapshot.version, done, exc) from exc
@@ -287,6 +293,7 @@ async def compact_table(
         failed=tuple(failed),
         snapshot=snapshot,
         cleanup=cleanup,
+        bin_results=outcome.results,
     )
 
 
