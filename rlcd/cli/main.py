@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 
 from rlcd import __version__
+from rlcd.cli import daemon as daemon_commands
 from rlcd.cli.report import print_compaction, print_plan, print_verify
 from rlcd.daemon.logging import configure_logging
 from rlcd.errors import ConfigError, RlcdError, StorageError, TableError
@@ -82,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="check composition tags against the data")
     verify.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
     _add_s3_options(verify)
+    daemon_commands.add_commands(sub)
     return parser
 
 
@@ -148,7 +150,7 @@ async def _verify(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging(level=args.log_level)
-    handlers = {"demo": _demo, "compact": _compact, "verify": _verify}
+    handlers = {"demo": _demo, "compact": _compact, "verify": _verify, **daemon_commands.HANDLERS}
     try:
         return anyio.run(handlers[args.command], args)
     except RlcdError as exc:
