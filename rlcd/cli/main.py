@@ -53,7 +53,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="build a local demo table, compact it, verify it")
+    demo = sub.add_parser(
+        "demo",
+        help="run the daemon on moto S3 with three tables and a concurrent writer "
+        "(--one-shot: build a local table, compact it once, verify it)",
+    )
+    demo.add_argument(
+        "--one-shot", action="store_true", help="the local one-shot demo instead of the daemon"
+    )
+    demo.add_argument(
+        "--seconds", type=float, default=20.0, help="how long the writer runs (default 20)"
+    )
     demo.add_argument(
         "--path",
         type=Path,
@@ -61,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
         help="where to (re)create the demo table (default: ./demo-table); a directory is "
         "only replaced if an earlier demo made it",
     )
-    demo.add_argument("--files", type=int, default=24, help="small files to write (default 24)")
+    demo.add_argument(
+        "--files", type=int, default=24, help="small files per table to write (default 24)"
+    )
     demo.add_argument("--rows", type=int, default=2000, help="rows per file (default 2000)")
 
     compact = sub.add_parser("compact", help="compact a table's small files once")
@@ -98,6 +110,12 @@ def _s3_config(args: argparse.Namespace) -> S3Config:
 
 async def _demo(args: argparse.Namespace) -> int:
     from rlcd.cli.demo import run_demo
+
+    if not args.one_shot:
+        from rlcd.cli.daemon_demo import run_daemon_demo
+
+        ok = await run_daemon_demo(sys.stdout, files=args.files, seconds=args.seconds)
+        return EXIT_OK if ok else EXIT_PROBLEM
 
     result = await run_demo(args.path.resolve(), files=args.files, rows=args.rows, out=sys.stdout)
     return EXIT_OK if result.ok else EXIT_PROBLEM

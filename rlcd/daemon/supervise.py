@@ -46,7 +46,7 @@ from rlcd.errors import RlcdError, UnsupportedFeatureError
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.uri import TableUri
 
-__all__ = ("Limits", "TableStatus", "Supervisor", "StoreFactory", "BIN_MEMORY")
+__all__ = ("Limits", "TableStatus", "Supervisor", "StoreFactory", "BIN_MEMORY", "trigger_for")
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +97,8 @@ class TableStatus:
     bins_aborted: int
 
 
-def _trigger(policy: TablePolicy) -> Trigger:
+def trigger_for(policy: TablePolicy) -> Trigger:
+    """When a table with ``policy`` is due (the schedule's view of the policy)."""
     return Trigger(policy.min_small_files, policy.min_small_bytes, policy.min_interval_s)
 
 
@@ -348,7 +349,7 @@ class Supervisor:
                 self._failed(t, exc)
                 return
         self._schedule = self._schedule.observe(
-            t.name, backlog, _trigger(t.policy), version=poll.snapshot.version, now=self._clock()
+            t.name, backlog, trigger_for(t.policy), version=poll.snapshot.version, now=self._clock()
         )
 
     def _failed(self, t: _Table, exc: BaseException) -> None:
