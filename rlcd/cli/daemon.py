@@ -20,6 +20,7 @@ import anyio.to_thread
 
 from rlcd.compaction.compact import plan_table
 from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
+from rlcd.daemon.metrics import Health
 from rlcd.delta.actions import CommitInfo
 from rlcd.delta.load import load_snapshot, read_commit
 from rlcd.errors import RlcdError
@@ -136,10 +137,10 @@ def _daemon_errors(settings: Settings) -> Mapping[str, str | None] | None:
         url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/healthz"
         with urllib.request.urlopen(url, timeout=2) as answer:
             body = json.load(answer)
+        health = Health.from_json(body)
     except (OSError, ValueError, urllib.error.URLError):
         return None
-    tables = body.get("tables", []) if isinstance(body, dict) else []
-    return {str(t.get("table")): t.get("last_error") for t in tables if isinstance(t, dict)}
+    return {uri: t.last_error for uri, t in health.tables.items()}
 
 
 def _print_status(

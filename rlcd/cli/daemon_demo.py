@@ -129,6 +129,7 @@ class Workload:
     specs: Sequence[TableSpec]
     rows_per_append: int = 20
     seed: int = 7
+    prefix: str = "tables"
     expected: dict[str, collections.Counter[int]] = field(default_factory=dict)
     appends: int = 0
     deletes: int = 0
@@ -142,7 +143,7 @@ class Workload:
             self.expected.setdefault(spec.name, collections.Counter())
 
     def uri(self, spec: TableSpec) -> str:
-        return f"s3://{self.bucket}/tables/{spec.name}"
+        return f"s3://{self.bucket}/{self.prefix}/{spec.name}"
 
     async def append(self, spec: TableSpec, count: int | None = None) -> None:
         """One append commit of new rows."""
@@ -194,7 +195,7 @@ class Workload:
     def check(self, spec: TableSpec) -> bool:
         """Whether ``deltalake`` reads exactly the rows the writer left."""
         want = +self.expected[spec.name]
-        got = deltalake_ids(self.endpoint, self.bucket, f"tables/{spec.name}", spec)
+        got = deltalake_ids(self.endpoint, self.bucket, f"{self.prefix}/{spec.name}", spec)
         return got == want
 
     async def run(self, seconds: float, *, pause_s: float = 0.05) -> None:

@@ -27,6 +27,7 @@ import structlog
 
 from rlcd.daemon.config import Settings, load_settings, with_instance
 from rlcd.daemon.logging import configure_logging
+from rlcd.daemon.metrics import Metrics, serve_metrics
 from rlcd.daemon.supervise import Limits, Supervisor
 from rlcd.daemon.systemd import Notifier, run_watchdog
 from rlcd.errors import ConfigError
@@ -56,12 +57,15 @@ class Daemon:
         self.client = client
         self.limits = Limits.of(settings)
         self.notifier = Notifier()
+        self.metrics = Metrics()
         self.supervisor = Supervisor(
             settings,
             store_for=self._store_for,
             limits=self.limits,
+            metrics=self.metrics,
             on_status=self.notifier.status,
         )
+        self.listening: tuple[str, int] | None = None
 
     @classmethod
     @asynccontextmanager
@@ -81,7 +85,7 @@ class Daemon:
 
     def _store_for(self, uri: TableUri) -> ObjectStore:
         inner: ObjectStore = self.client.store(uri) if uri.is_s3 else LocalStore(uri.prefix)
-        return MeteredStore(inner)
+        return MeteredStore(inner, on_request=self.metrics.count_request)
 
     def reload(self, stream: TextIO) -> None:
         """Load the config again; keep the old one if the new one is bad."""
@@ -102,6 +106,12 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals, stream)
             await tg.start(run_watchdog, self.notifier)
+            listen = self.supervisor.settings.metrics.listen
+            if listen is not None:
+                self.listening = await tg.start(
+                    serve_metrics, self.metrics, self.supervisor.health, listen
+                )
+                log.info("metrics_listening", host=self.listening[0], port=self.listening[1])
             self.notifier.ready(f"watching {len(self.supervisor.settings.tables)} tables")
             log.info("daemon_started", config=self.path, once=once, pid=os.getpid())
             await self.supervisor.run(once=once)

@@ -36,9 +36,11 @@ import structlog
 
 from rlcd.compaction.cleanup import clean_table
 from rlcd.compaction.compact import CompactionReport, compact_table, plan_table
+from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import HANDOFF_BYTES, ROW_GROUP_BYTES
 from rlcd.daemon.config import DiscoverEntry, Settings, TablePolicy
 from rlcd.daemon.discover import discover_tables
+from rlcd.daemon.metrics import Health, Metrics, TableHealth
 from rlcd.daemon.schedule import Backlog, Backoff, RunOutcome, Schedule, Trigger
 from rlcd.daemon.watch import TableWatch
 from rlcd.delta.replay import Snapshot
@@ -141,7 +143,7 @@ class Supervisor:
         limits: the shared limiters.
         clock: monotonic seconds (scheduling); ``wall_ms``: epoch milliseconds (file ages,
             commit timestamps); ``draw``: uniform jitter in [0, 1).
-        on_report: called with each finished run's report.
+        metrics: where polls, runs, bins and errors are counted.
         on_status: called with a one-line summary after each step (systemd's STATUS=).
     """
 
@@ -154,7 +156,7 @@ class Supervisor:
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         draw: Callable[[], float] = random.random,
-        on_report: Callable[[CompactionReport], None] | None = None,
+        metrics: Metrics | None = None,
         on_status: Callable[[str], object] | None = None,
     ) -> None:
         self.settings = settings
@@ -163,13 +165,15 @@ class Supervisor:
         self._clock = clock
         self._wall_ms = wall_ms
         self._draw = draw
-        self._on_report = on_report
+        self.metrics = metrics if metrics is not None else Metrics()
         self._on_status = on_status
         self._schedule = Schedule(backoff=Backoff(cap_s=600.0), max_wait_s=600.0)
         self._tables: dict[str, _Table] = {}
         self._discovered: dict[str, tuple[float, tuple[TableUri, ...]]] = {}
         self._running: set[str] = set()
         self._stopping = False
+        self._started = False
+        self._errors_at: dict[str, float] = {}
         self._wake = anyio.Event()
         self._work: anyio.abc.TaskGroup | None = None
 
@@ -186,6 +190,22 @@ class Supervisor:
         self._limits.resize(settings)
         self._discovered.clear()
         self._wake.set()
+
+    def health(self) -> Health:
+        """What ``/healthz`` answers."""
+        status = "stopping" if self._stopping else "ok" if self._started else "starting"
+        tables = {
+            s.table: TableHealth(
+                version=s.version,
+                last_compaction=None
+                if s.last_compaction_ms is None
+                else s.last_compaction_ms / 1000,
+                last_error=s.last_error,
+                last_error_time=self._errors_at.get(s.table) if s.last_error else None,
+            )
+            for s in self.status()
+        }
+        return Health(status, tables)
 
     def status(self) -> list[TableStatus]:
         """Every watched table, sorted by URI."""
@@ -221,6 +241,7 @@ class Supervisor:
                 await self._clean_due()
                 await self._poll_all()
                 self._start_ready()
+                self._started = True
                 self._report_status()
                 if once and not self._running:
                     break
@@ -282,6 +303,7 @@ class Supervisor:
             self._tables[name].removed = True
             if name not in self._running:
                 del self._tables[name]
+            self.metrics.forget_table(name)
             log.info("table_removed", table=name)
         self._schedule = self._schedule.retain(self._tables)
 
@@ -351,8 +373,17 @@ class Supervisor:
         self._schedule = self._schedule.observe(
             t.name, backlog, trigger_for(t.policy), version=poll.snapshot.version, now=self._clock()
         )
+        self.metrics.set_backlog(
+            t.name,
+            version=poll.snapshot.version,
+            small_files=backlog.files,
+            pending_bytes=backlog.bytes,
+        )
 
     def _failed(self, t: _Table, exc: BaseException) -> None:
+        now_s = self._wall_ms() / 1000
+        self.metrics.record_error(t.name, exc, now_s=now_s)
+        self._errors_at[t.name] = now_s
         unsupported = isinstance(exc, UnsupportedFeatureError)
         message = str(exc) or type(exc).__name__
         self._schedule, news = self._schedule.failed(
@@ -378,6 +409,11 @@ class Supervisor:
             self._work.start_soon(self._compact, t)
 
     async def _compact(self, t: _Table) -> None:
+        begun = self._clock()
+
+        def bin_done(_: Bin) -> None:
+            self.metrics.observe_bin(self._clock() - begun)
+
         try:
             report = await compact_table(
                 t.store,
@@ -387,6 +423,7 @@ class Supervisor:
                 memory=self._limits.memory,
                 min_file_age_ms=int(t.policy.min_file_age_s * 1000),
                 now_ms=self._wall_ms,
+                on_bin_done=bin_done,
             )
         except Exception as exc:
             self._failed(t, exc)
@@ -430,5 +467,4 @@ class Supervisor:
         self._schedule = self._schedule.finished(
             t.name, outcome, now=self._clock(), draw=self._draw()
         )
-        if self._on_report is not None:
-            self._on_report(report)
+        self.metrics.record_compaction(t.name, report, now_s=self._wall_ms() / 1000)
