@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 
 from rlcd import __version__
+from rlcd.cli import daemon as daemon_commands
 from rlcd.cli.progress import BinProgress
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
@@ -124,7 +125,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Subcommand)
 
-    demo = sub.add_parser("demo", help="build a local demo table, compact it, verify it")
+    demo = sub.add_parser(
+        "demo",
+        help="run the daemon on moto S3 with three tables and a concurrent writer "
+        "(--one-shot: build a local table, compact it once, verify it)",
+    )
+    demo.add_argument(
+        "--one-shot", action="store_true", help="the local one-shot demo instead of the daemon"
+    )
+    demo.add_argument(
+        "--seconds", type=float, default=20.0, help="how long the writer runs (default 20)"
+    )
     demo.add_argument(
         "--path",
         type=Path,
@@ -132,7 +143,9 @@ def _parser() -> argparse.ArgumentParser:
         help="where to (re)create the demo table (default: ./demo-table); a directory is "
         "only replaced if an earlier demo made it",
     )
-    demo.add_argument("--files", type=int, default=24, help="small files to write (default 24)")
+    demo.add_argument(
+        "--files", type=int, default=24, help="small files per table to write (default 24)"
+    )
     demo.add_argument("--rows", type=int, default=2000, help="rows per file (default 2000)")
 
     compact = sub.add_parser(
@@ -199,6 +212,7 @@ def _parser() -> argparse.ArgumentParser:
         help="only check the live files (a HEAD each, plus their deletion vectors)",
     )
     _add_s3_options(verify)
+    daemon_commands.add_commands(sub)
     return parser
 
 
@@ -213,6 +227,12 @@ def _s3_config(args: argparse.Namespace) -> S3Config:
 
 async def _demo(args: argparse.Namespace) -> int:
     from rlcd.cli.demo import run_demo
+
+    if not args.one_shot:
+        from rlcd.cli.daemon_demo import run_daemon_demo
+
+        ok = await run_daemon_demo(sys.stdout, files=args.files, seconds=args.seconds)
+        return EXIT_OK if ok else EXIT_PROBLEM
 
     result = await run_demo(args.path.resolve(), files=args.files, rows=args.rows, out=sys.stdout)
     return EXIT_OK if result.ok else EXIT_PROBLEM
@@ -356,7 +376,10 @@ def _main(args: argparse.Namespace) -> int:
         "compact": lambda: _compact(args, run),
         "verify": lambda: _verify(args),
     }
+    daemon_handler = daemon_commands.HANDLERS.get(args.command)
     try:
+        if daemon_handler is not None:  # the daemon handles its own signals (drain, reload)
+            return anyio.run(daemon_handler, args)
         return anyio.run(_until_stopped, handlers[args.command])
     except _Stopped as stop:
         if run.report is not None:  # the work was done when the signal came

@@ -47,7 +47,14 @@ from rlcd.errors import (
 )
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("CompactionReport", "BinFailure", "FailureKind", "compact_table", "rewrite_settings")
+__all__ = (
+    "CompactionReport",
+    "BinFailure",
+    "FailureKind",
+    "compact_table",
+    "plan_table",
+    "rewrite_settings",
+)
 
 log = structlog.get_logger(__name__)
 
@@ -215,9 +222,9 @@ async def compact_table(
     config = table_config(snapshot)
     config.ensure_writable()
     await ensure_put_if_absent_writers(store, version=snapshot.version)
-    policy = effective_policy(policy, config)
-    planned = _settled(snapshot, now_ms() - min_file_age_ms) if min_file_age_ms else snapshot
-    bins = tuple(plan_bins(planned, config, policy))
+    policy, bins = plan_table(
+        snapshot, policy, before_ms=now_ms() - min_file_age_ms if min_file_age_ms else None
+    )
     report = CompactionReport(
         store.root,
         snapshot.version,
@@ -297,12 +304,6 @@ async def compact_table(
     )
 
 
-def _settled(snapshot: Snapshot, before_ms: int) -> Snapshot:
-    """``snapshot`` without the files modified at or after ``before_ms`` (for planning)."""
-    files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
-    return snapshot if len(files) == len(snapshot.files) else replace(snapshot, files=files)
-
-
 async def _failed_commit(
     store: ObjectStore, read_version: int, done: Sequence[RewrittenBin], exc: StorageError
 ) -> StorageError:
@@ -343,3 +344,21 @@ async def _clean(
     except StorageError as exc:
         log.warning("cleanup_failed", table=store.root, error=str(exc))
         return CleanupReport(store.root, grace_s, dry_run=dry_run, skipped=str(exc))
+
+
+def plan_table(
+    snapshot: Snapshot, policy: CompactionPolicy, *, before_ms: int | None = None
+) -> tuple[CompactionPolicy, tuple[Bin, ...]]:
+    """The table's effective policy and its bins, leaving out the files modified at or after
+    ``before_ms`` (younger than the minimum file age). Pure: the daemon plans every poll.
+
+    Raises:
+        UnsupportedFeatureError, ConfigError, TableError: as :func:`plan_bins`.
+    """
+    config = table_config(snapshot)
+    policy = effective_policy(policy, config)
+    if before_ms is not None:
+        files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
+        if len(files) < len(snapshot.files):
+            snapshot = replace(snapshot, files=files)
+    return policy, tuple(plan_bins(snapshot, config, policy))
