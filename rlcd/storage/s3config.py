@@ -24,8 +24,8 @@ class S3Config:
     """How to reach S3 or an S3-compatible store (MinIO, R2, moto).
 
     Fields left ``None`` defer to botocore's credential chain and environment (see
-    :mod:`rlcd.storage.s3`). ``addressing_style="path"`` suits MinIO and moto; R2 wants ``region="auto"``.
-    Credentials never appear in the ``repr``.
+    :mod:`rlcd.storage.s3`). ``addressing_style="path"`` suits MinIO and moto; R2 wants
+    ``region="auto"``. Credentials never appear in the ``repr``.
     """
 
     endpoint_url: str | None = None
