@@ -32,11 +32,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from rlcd.delta.predicate import Predicate
-from rlcd.delta.protocol import TableConfig
 from rlcd.errors import ConfigError, TableError
+
+if TYPE_CHECKING:  # annotations only: `rlcd --help` reads CODECS without loading pyarrow
+    from rlcd.delta.predicate import Predicate
+    from rlcd.delta.protocol import TableConfig
 
 __all__ = (
     "MIB",
@@ -131,6 +133,9 @@ class CompactionPolicy:
     partition_filter: Predicate | None = None
     codec: str = "zstd"
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    # the largest deleted fraction of an output that masking a source rewritten by a winning
+    # copy-on-write DML may leave (above it the bin aborts instead; design §4)
+    max_masked_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         _check_count("target_file_size", self.target_file_size, minimum=1)
@@ -161,6 +166,9 @@ class CompactionPolicy:
                 f"row_group_rows must be at most {MAX_ROW_GROUP_ROWS} (pyarrow's longest row "
                 f"group), got {self.row_group_rows}"
             )
+        masked = self.max_masked_ratio
+        if isinstance(masked, bool) or not isinstance(masked, int | float) or not 0 <= masked <= 1:
+            raise ConfigError(f"max_masked_ratio must be a number in [0, 1], got {masked!r}")
 
     @property
     def small_file_threshold(self) -> int:

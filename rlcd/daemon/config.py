@@ -166,7 +166,7 @@ class TablePolicy:
       its small files hold at least ``min_small_bytes`` bytes together, or a DV purge is due;
       and not sooner than ``min_interval_s`` after its last compaction.
     * Files younger than ``min_file_age_s`` are left alone (writers that cannot reconcile never
-      race rlcd on fresh files). It lives here until :class:`CompactionPolicy` carries it.
+      race rlcd on fresh files): pass it to ``compact_table(min_file_age_ms=...)``.
     * ``enabled = false`` keeps the table watched but never compacted.
 
     Invariants: those of :class:`CompactionPolicy` (checked by building it), counts >= 1,

@@ -39,6 +39,7 @@ PURE = [
     "rlcd.compaction.orphans",
     "rlcd.compaction.remap",
     "rlcd.compaction.verify_rules",
+    "rlcd.compaction.reconcile",
     "rlcd.delta.outcome",
     "rlcd.daemon.schedule",
 ]

@@ -1,61 +1,65 @@
-"""How ``rlcd verify`` prints its report: counts per half, one line per problem naming the file,
-and the verdict with the exit code."""
+"""The printed reports: counts read as English, null partitions as --where writes them, and
+one line for the leftovers a run removed."""
 
 from __future__ import annotations
 
 import io
 
-from rlcd.cli.report import print_verify
-from rlcd.compaction.verify import CommitCheck, FileProblem, FilesCheck, VerifyReport
+from rlcd.cli.report import print_compaction, print_plan
+from rlcd.compaction.cleanup import CleanupReport
+from rlcd.compaction.compact import CompactionReport
+from rlcd.compaction.plan import Bin
+from rlcd.compaction.policy import CompactionPolicy
+from rlcd.delta.actions import AddFile
+from rlcd.storage.base import ObjectMeta, PendingUpload
 
 
-def _printed(report: VerifyReport, exit_code: int | None = None) -> list[str]:
+def _bin(part: str | None, *names: str) -> Bin:
+    values = {"part": part}
+    sources = tuple(AddFile(path=n, partition_values=values, size=1000) for n in names)
+    return Bin(values, sources, 2000, purges_dvs=len(names) == 1, needs_footer_counts=False)
+
+
+def _plan(*bins: Bin, cleanup: CleanupReport | None = None) -> str:
     out = io.StringIO()
-    print_verify(report, out, exit_code=exit_code)
-    return out.getvalue().splitlines()
+    report = CompactionReport("file:///t", 3, CompactionPolicy(), bins, True, cleanup=cleanup)
+    print_plan(report, out)
+    return out.getvalue()
 
 
-def test_a_failed_verification_lists_each_problem_under_its_half() -> None:
-    """File problems sit under the files line, tag problems under their commit; skipped
-    commits are counted apart from failed ones, and the last line gives the count and code."""
-    files = FilesCheck(
-        version=12,
-        files=40,
-        dvs=6,
-        footers=1,
-        problems=(FileProblem("a.parquet", "data file is missing"),),
+def test_counts_are_pluralised() -> None:
+    """One bin, one file and one output are singular; more are plural."""
+    one = _plan(_bin("a", "x.parquet"))
+    assert "1 bin, 1 file, 1000 B -> 1 output\n" in one
+    assert ": 1 file, " in one
+    two = _plan(_bin("a", "x.parquet", "y.parquet"), _bin("b", "z.parquet", "w.parquet"))
+    assert "2 bins, 4 files, 3.9 KiB -> 2 outputs\n" in two
+
+
+def test_null_partitions_read_as_is_null() -> None:
+    """A null partition value (JSON null or the empty string) shows as `part IS NULL`, never
+    `part=None`."""
+    for value in (None, ""):
+        text = _plan(_bin(value, "x.parquet", "y.parquet"))
+        assert "part IS NULL: 2 files" in text and "None" not in text
+
+
+def test_removed_leftovers_get_one_line_and_none_get_nothing() -> None:
+    """The leftovers a run removed (or would remove) are one line; a clean table adds none."""
+    cleanup = CleanupReport(
+        "file:///t",
+        3600.0,
+        deleted=(ObjectMeta("a.parquet", 2048, 0),),
+        aborted=(PendingUpload("b.parquet", "u", 0), PendingUpload("c.parquet", "u", 0)),
     )
-    vacuumed = CommitCheck(5, outputs=1, outputs_skipped=1, sources_skipped=4)
-    broken = CommitCheck(9, outputs=2, sources_checked=8, problems=["source b.parquet differs"])
-    report = VerifyReport("s3://bucket/t", 12, files, (vacuumed, broken))
-    assert _printed(report, exit_code=1) == [
-        "s3://bucket/t at version 12",
-        "files: 40 live files checked (6 deletion vectors, 1 footer read): 1 problem",
-        "  problem: a.parquet: data file is missing",
-        "tags: 2 tagged commits: 0 ok, 1 skipped (gone from storage), 1 failed",
-        "  version 5: skipped: 1 outputs (1 gone from storage), 0 sources checked, "
-        "4 skipped (gone from storage)",
-        "  version 9: FAILED: 2 outputs, 8 sources checked, 0 skipped",
-        "    problem: source b.parquet differs",
-        "verification FAILED: 2 problems (exit 1)",
+    out = io.StringIO()
+    print_compaction(CompactionReport("file:///t", 3, CompactionPolicy(), (), cleanup=cleanup), out)
+    assert out.getvalue().splitlines()[1:] == [
+        "  removed leftovers of earlier runs older than 1h: 1 uncommitted file (2.0 KiB), "
+        "2 unfinished uploads"
     ]
-
-
-def test_a_half_not_asked_for_says_so() -> None:
-    """With only the files half run, the tags half reads "not checked", and a clean table
-    "verified"."""
-    files = FilesCheck(version=3, files=1, dvs=0, footers=0, problems=())
-    assert _printed(VerifyReport("file:///t", 3, files, None), exit_code=0) == [
-        "file:///t at version 3",
-        "files: 1 live file checked (0 deletion vectors): 0 problems",
-        "tags: not checked",
-        "verified (exit 0)",
-    ]
-
-
-def test_a_skipped_commit_is_not_a_failure() -> None:
-    """A commit whose every file is gone is "skipped" and the table still verifies."""
-    check = CommitCheck(5, outputs=1, sources_skipped=3)
-    report = VerifyReport("file:///t", 7, None, (check,))
-    assert check.status == "skipped" and report.ok
-    assert _printed(report)[-1] == "verified"
+    dry = CleanupReport("file:///t", 90.0, dry_run=True, deleted=cleanup.deleted)
+    assert "would remove leftovers of earlier runs older than 90s" in _plan(
+        _bin("a", "x.parquet"), cleanup=dry
+    )
+    assert "leftovers" not in _plan(_bin("a", "x.parquet"), cleanup=CleanupReport("t", 3600.0))
