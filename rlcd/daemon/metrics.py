@@ -15,7 +15,6 @@ address (port 0 picks a free port) once it listens.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
@@ -28,14 +27,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from rlcd import __version__
-from rlcd.compaction.compact import BinFailure, CompactionReport
+from rlcd.compaction.classify import REASONS as CLASSIFY_REASONS
+from rlcd.compaction.compact import CompactionReport
 from rlcd.errors import ConfigError
 
 __all__ = (
     "BIN_DURATION_BUCKETS",
-    "ABORT_REASONS",
     "CONFLICT_REASONS",
-    "abort_reason",
     "Metrics",
     "TableHealth",
     "Health",
@@ -46,28 +44,8 @@ __all__ = (
 BIN_DURATION_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 """Seconds, from a small bin on local disk to a 1 GiB bin fetched from S3."""
 
-# Why a bin did not commit, read from :attr:`BinFailure.reason` (free text today): the first
-# rule whose pattern matches gives the label. The conflict codes say what the winner did.
-_ABORT_RULES: Final = (
-    (re.compile(r"version \d+ \(.*\) changed the table's metaData"), "metadata_changed"),
-    (re.compile(r"version \d+ \(.*\) changed the table's protocol"), "protocol_changed"),
-    (re.compile(r"version \d+ \(.*\) removed or changed source"), "source_changed"),
-    (re.compile(r"gave up after \d+ commit attempts"), "commit_attempts_exhausted"),
-    (re.compile(r"unexpected \w+ while rewriting"), "internal_error"),
-)
-CONFLICT_REASONS: Final = frozenset({"metadata_changed", "protocol_changed", "source_changed"})
-"""Abort reasons that are lost commit races, counted as conflicts by that kind too."""
-ABORT_REASONS: Final = (*(code for _, code in _ABORT_RULES), "read_error")
-"""Every label :func:`abort_reason` gives; ``read_error`` is a bin whose sources or store
-failed while it was rewritten."""
-
-
-def abort_reason(failure: BinFailure) -> str:
-    """The reason code (one of :data:`ABORT_REASONS`) for a bin that did not commit."""
-    for pattern, code in _ABORT_RULES:
-        if pattern.match(failure.reason):
-            return code
-    return "read_error"
+CONFLICT_REASONS: Final = frozenset(CLASSIFY_REASONS)
+"""Abort reasons that are lost commit races (what the winner did), counted as conflicts too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,10 +179,9 @@ class Metrics:
         self.written_bytes.labels(table).inc(report.bytes_added)
         self.bins_committed.labels(table).inc(len(report.committed))
         for failure in report.failed:
-            reason = abort_reason(failure)
-            self.bins_aborted.labels(table, reason).inc()
-            if reason in CONFLICT_REASONS:
-                self.conflicts.labels(table, reason).inc()
+            self.bins_aborted.labels(table, failure.code).inc()
+            if failure.code in CONFLICT_REASONS:
+                self.conflicts.labels(table, failure.code).inc()
         if report.committed_version is not None:
             self.version.labels(table).set(report.committed_version)
             self.last_compaction.labels(table).set(now_s)

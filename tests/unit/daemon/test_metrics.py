@@ -10,20 +10,13 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rlcd.compaction.classify import classify_winners
-from rlcd.compaction.compact import BinFailure, CompactionReport
+from rlcd.compaction.classify import METADATA_CHANGED, SOURCE_REWRITTEN
+from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.rewrite import RewrittenBin
-from rlcd.daemon.metrics import (
-    ABORT_REASONS,
-    Health,
-    Metrics,
-    TableHealth,
-    abort_reason,
-    serve_metrics,
-)
-from rlcd.delta.actions import AddFile, CommitInfo, Metadata
+from rlcd.daemon.metrics import Health, Metrics, TableHealth, serve_metrics
+from rlcd.delta.actions import AddFile
 from rlcd.errors import ConfigError
 
 T = "s3://lake/orders"
@@ -39,32 +32,27 @@ def written(b: Bin, size: int) -> RewrittenBin:
     return RewrittenBin(b, "out.parquet", "out.parquet", size, 0, 10, None, (), (5, 5), (0, 5))
 
 
-def failure(b: Bin, winners: list[tuple[int, list[object]]]) -> BinFailure:
-    """The failure the commit records when these winners beat the bin (real classifier text)."""
-    (abort,) = classify_winners([b], winners).values()  # type: ignore[arg-type]
-    return BinFailure(b, abort.reason)
+def lost(b: Bin, code: str) -> BinFailure:
+    """The failure the compaction records when a winner's commit made the bin abort."""
+    return BinFailure(b, f"{code}: version 8 beat it", FailureKind.CONFLICT, code)
 
 
 def report() -> CompactionReport:
     ok = small_bin("a", "b", "c")
-    lost = small_bin("d", "e")
+    lost_bin = small_bin("d", "e")
     changed = small_bin("f", "g")
     broken = small_bin("h", "i")
-    removed = [
-        CommitInfo(operation="DELETE"),
-        AddFile(path="d").tombstone(now_ms=0, data_change=True),
-    ]
     return CompactionReport(
         T,
         read_version=7,
         policy=CompactionPolicy(),
-        planned=(ok, lost, changed, broken),
+        planned=(ok, lost_bin, changed, broken),
         committed_version=8,
         committed=(written(ok, 2500),),
         failed=(
-            failure(lost, [(8, removed)]),
-            failure(changed, [(8, [Metadata(id="x")])]),
-            BinFailure(broken, "get h: not found"),
+            lost(lost_bin, SOURCE_REWRITTEN),
+            lost(changed, METADATA_CHANGED),
+            BinFailure(broken, "get h: not found", FailureKind.DATA),
         ),
     )
 
@@ -90,9 +78,9 @@ def test_a_report_becomes_files_bytes_bins_and_conflicts() -> None:
     assert got[("rlcd_written_files_total", t)] == 1
     assert got[("rlcd_written_bytes_total", t)] == 2500
     assert got[("rlcd_bins_committed_total", t)] == 1
-    for reason in ("source_changed", "metadata_changed", "read_error"):
+    for reason in ("source_rewritten", "metadata_changed", "read_error"):
         assert got[("rlcd_bins_aborted_total", (("reason", reason), *t))] == 1
-    assert got[("rlcd_commit_conflicts_total", (("kind", "source_changed"), *t))] == 1
+    assert got[("rlcd_commit_conflicts_total", (("kind", "source_rewritten"), *t))] == 1
     assert got[("rlcd_commit_conflicts_total", (("kind", "metadata_changed"), *t))] == 1
     assert ("rlcd_commit_conflicts_total", (("kind", "read_error"), *t)) not in got
     assert got[("rlcd_table_version", t)] == 8
@@ -107,20 +95,19 @@ def test_a_dry_run_counts_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("reason", "code"),
+    ("kind", "code"),
     [
-        ("version 9 (WRITE) changed the table's metaData", "metadata_changed"),
-        ("version 9 (unknown operation) changed the table's protocol", "protocol_changed"),
-        ("version 9 (DELETE) removed or changed source part-1.parquet", "source_changed"),
-        ("gave up after 10 commit attempts", "commit_attempts_exhausted"),
-        ("unexpected KeyError while rewriting: 'x'", "internal_error"),
-        ("checksum mismatch (table s3://lake/t, file x.bin)", "read_error"),
+        (FailureKind.DATA, "read_error"),
+        (FailureKind.STORAGE, "storage_error"),
+        (FailureKind.INTERNAL, "internal_error"),
     ],
 )
-def test_abort_reasons_are_a_small_fixed_set(reason: str, code: str) -> None:
-    """Each failure text the compaction writes maps to one stable label, never the text."""
-    assert abort_reason(BinFailure(small_bin("a", "b"), reason)) == code
-    assert code in ABORT_REASONS
+def test_a_rewrite_failure_is_labelled_by_its_kind(kind: FailureKind, code: str) -> None:
+    """A bin that failed while rewriting is counted under its kind's code, never its text."""
+    m = Metrics()
+    failed = (BinFailure(small_bin("a", "b"), "checksum mismatch in x.bin", kind),)
+    m.record_compaction(T, CompactionReport(T, 3, CompactionPolicy(), (), failed=failed), now_s=1)
+    assert samples(m)[("rlcd_bins_aborted_total", (("reason", code), ("table", T)))] == 1
 
 
 def test_gauges_errors_and_requests() -> None:
