@@ -45,15 +45,14 @@ null gets ``nullCount`` only. Value forms:
   Spark's ``truncateMaxStringAgg``, which counts UTF-16 code units (see
   ``truncate_max_string``). Bounds therefore hold in code-point order, which is UTF-8 byte
   order, the order Spark and Arrow compare strings in.
+* floats as Spark's ``min``/``max`` see them: NaN orders above every number, so a column holding
+  a NaN has the max ``"NaN"`` and its min is the least other value (``"NaN"`` when all are NaN);
+  infinities are ``"Infinity"``/``"-Infinity"`` (strings: JSON has no such numbers); both zeros
+  are ``0.0``, as Spark normalises them.
 
 Where rlcd deliberately differs from what Spark writes (every difference only widens a bound or
-drops it, so readers never skip a file they need):
+drops it, or spells the same value otherwise, so readers never skip a file they need):
 
-* NaN and infinities: Spark orders NaN above everything, so a column holding a NaN gets no max;
-  a min or max that would be ±Infinity (or NaN, when all values are NaN) is left out, since JSON
-  cannot spell it.
-* Zero: a min of zero is written ``-0.0`` and a max of zero ``0.0``, so readers that order
-  floats totally (arrow-rs ``total_cmp``) also see both zeros inside the bounds.
 * ``float`` values are written as the shortest text of the exact double (``0.23399999737739563``
   where Spark writes ``0.234``); both parse to the same float32, and ours is also exact for a
   reader that compares in double.
@@ -417,7 +416,7 @@ class _LeafState:
         self.null_count = 0
         self.low: Any = None
         self.high: Any = None
-        self.nan = False  # a float column held a NaN: no max (Spark orders NaN above all)
+        self.nan = False  # a float column held a NaN: its max is NaN (Spark orders it above all)
         self.unbounded = False  # a footer had values but no bounds: write none
 
     def merge(self, low: Any, high: Any) -> None:
@@ -571,7 +570,7 @@ class StatsAccumulator:
             doc["nullCount"] = nulls
         if tight_bounds is not None:
             doc["tightBounds"] = tight_bounds
-        return stats_json(doc)
+        return stats_json(doc, engine_floats=True)
 
     def _resolve(self, schema: Any) -> tuple[tuple[int, ...], ...]:
         """Field indices of every leaf in ``schema``; cached while the schema stays the same."""
@@ -751,16 +750,13 @@ _EPOCH_DATE: Final = date(1970, 1, 1)
 def _bounds(kind: StatKind, state: _LeafState, prefix: int) -> tuple[Any, Any]:
     """The (min, max) JSON values of a leaf; None where that bound is not written."""
     low, high = state.low, state.high
-    if kind is StatKind.NULL_COUNT or low is None or state.unbounded:
+    if kind is StatKind.NULL_COUNT or state.unbounded:
+        return None, None
+    if kind is StatKind.FLOAT:
+        return _float_bounds(state)
+    if low is None:
         return None, None
     match kind:
-        case StatKind.FLOAT:
-            low = -0.0 if low == 0 else low  # widest zero for total-order readers
-            high = 0.0 if high == 0 else high
-            return (
-                low if math.isfinite(low) else None,
-                high if math.isfinite(high) and not state.nan else None,
-            )
         case StatKind.STRING:
             return truncate_min_string(low, prefix), truncate_max_string(high, prefix)
         case StatKind.DATE:
@@ -771,6 +767,15 @@ def _bounds(kind: StatKind, state: _LeafState, prefix: int) -> tuple[Any, Any]:
             return _format_timestamp(low, ""), _format_timestamp(high, "")
         case _:
             return low, high
+
+
+def _float_bounds(state: _LeafState) -> tuple[float | None, float | None]:
+    """Spark's float bounds: NaN above every number, ``-0.0`` as ``0.0``, infinities kept."""
+    if state.low is None:  # no number seen: all NaN, or all null
+        return (math.nan, math.nan) if state.nan else (None, None)
+    low = 0.0 if state.low == 0 else state.low
+    high = math.nan if state.nan else 0.0 if state.high == 0 else state.high
+    return low, high
 
 
 def _format_date(days: int) -> str | None:

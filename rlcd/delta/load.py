@@ -42,6 +42,7 @@ from rlcd.storage.base import ObjectStore
 __all__ = (
     "load_snapshot",
     "update_snapshot",
+    "advance_snapshot",
     "read_commit",
     "read_commits_after",
     "list_log",
@@ -175,7 +176,9 @@ async def read_commits_after(
 
 
 def _parse_parquet(data: bytes) -> pa.Table:
-    return pq.read_table(pa.BufferReader(data))
+    # Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot hold
+    # years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions): microseconds can.
+    return pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
 
 
 async def _read_checkpoint_file(
@@ -322,7 +325,21 @@ async def _with_commit_info(store: ObjectStore, snapshot: Snapshot) -> Snapshot:
 
 async def update_snapshot(store: ObjectStore, snapshot: Snapshot) -> Snapshot:
     """``snapshot`` moved to the latest version, reading only the commits after it."""
-    paths = await list_log(store, after_version=snapshot.version + 1)
+    return await advance_snapshot(
+        store, snapshot, await list_log(store, after_version=snapshot.version + 1)
+    )
+
+
+async def advance_snapshot(
+    store: ObjectStore, snapshot: Snapshot, paths: Sequence[LogPath]
+) -> Snapshot:
+    """``snapshot`` moved forward by the commits of ``paths``, a listing of the log from the
+    version after it (:func:`list_log`); the same snapshot when there are none.
+
+    Raises:
+        CorruptLogError: the listed commits do not follow the snapshot without a gap, or one
+            is malformed.
+    """
     commits = [p for p in paths if p.kind is LogKind.COMMIT]
     if not commits:
         return snapshot

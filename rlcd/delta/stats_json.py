@@ -20,9 +20,9 @@ def stats_json(value: Any, *, engine_floats: bool = False) -> str:
     8601, bytes as text.
 
     Raises:
-        ValueError: a float is NaN or infinite, unless ``engine_floats`` (stats another engine
-            wrote, carried over): then they are the strings Spark's JSON writer puts there
-            (``"NaN"``, ``"Infinity"``, ``"-Infinity"``).
+        ValueError: a float is NaN or infinite, unless ``engine_floats`` (float stats bounds,
+            rlcd's or another engine's): then they are the strings Spark's JSON writer puts
+            there (``"NaN"``, ``"Infinity"``, ``"-Infinity"``), which Delta readers parse.
     """
     if isinstance(value, dict):
         members = (

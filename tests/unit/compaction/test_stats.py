@@ -412,19 +412,21 @@ def test_float32_is_written_exactly() -> None:
 @pytest.mark.parametrize(
     ("values", "low", "high"),
     [
-        ([1.0, math.nan, 3.0, None], "1.0", None),  # a NaN: no max (Spark orders it last)
-        ([math.nan, math.nan], None, None),
-        ([-math.inf, 1.0], None, "1.0"),
-        ([1.0, math.inf], "1.0", None),
-        ([math.inf], None, None),
-        ([0.0, 2.0], "-0.0", "2.0"),  # zero bounds are widened for total-order readers
+        ([1.0, math.nan, 3.0, None], "1.0", "NaN"),  # Spark orders NaN above every number
+        ([math.nan, math.nan], "NaN", "NaN"),
+        ([-math.inf, 1.0], "-Infinity", "1.0"),
+        ([1.0, math.inf], "1.0", "Infinity"),
+        ([math.inf], "Infinity", "Infinity"),
+        ([-0.0, 2.0], "0.0", "2.0"),  # Spark writes both zeros as 0.0
         ([-3.0, -0.0], "-3.0", "0.0"),
+        ([-0.0, math.nan], "0.0", "NaN"),
     ],
 )
 def test_nan_infinity_and_zero(
     values: list[float | None], low: str | None, high: str | None
 ) -> None:
-    """Bounds JSON cannot spell, or that NaN would break, are left out."""
+    """Float bounds are Spark's: NaN above every number, infinities and NaN as the strings
+    Spark writes, zeros unsigned."""
     acc = StatsAccumulator(one_leaf(K.FLOAT))
     acc.update(batch_of(x=pa.array(values, pa.float64())))
     stats = json.loads(acc.finish(tight_bounds=None), parse_float=str)
@@ -433,11 +435,11 @@ def test_nan_infinity_and_zero(
     assert stats["nullCount"] == {"x": values.count(None)}  # NaN is not null
 
 
-def test_nan_in_any_batch_drops_the_max() -> None:
+def test_nan_in_any_batch_is_the_max() -> None:
     """The NaN flag sticks across batches."""
     spec = one_leaf(K.FLOAT)
     stats = run(spec, batch_of(x=[2.0]), batch_of(x=[math.nan]), batch_of(x=[5.0]))
-    assert (stats["minValues"], stats["maxValues"]) == ({"x": 2}, {})
+    assert (stats["minValues"], stats["maxValues"]) == ({"x": 2}, {"x": "NaN"})
 
 
 def test_all_null_columns_get_null_count_only() -> None:
@@ -650,12 +652,11 @@ def tables(
 def oracle_bounds(kind: StatKind, present: list[Any]) -> tuple[Any, Any]:
     """The expected (min, max) JSON values, from Python values, independently of the module."""
     if kind is K.FLOAT:
-        finite = [v for v in present if not math.isnan(v)]
-        if not finite:
-            return None, None
-        low, high = min(finite), max(finite)
-        low_ok, high_ok = math.isfinite(low), math.isfinite(high) and len(finite) == len(present)
-        return (Decimal(repr(low)) if low_ok else None, Decimal(repr(high)) if high_ok else None)
+        numbers = [v for v in present if not math.isnan(v)]
+        if not numbers:
+            return "NaN", "NaN"
+        high = max(numbers) if len(numbers) == len(present) else math.nan
+        return spark_float(min(numbers)), spark_float(high)
     low, high = min(present), max(present)
     if kind is K.STRING:
         return truncate_min_string(low, PREFIX), truncate_max_string(high, PREFIX)
@@ -665,6 +666,15 @@ def oracle_bounds(kind: StatKind, present: list[Any]) -> tuple[Any, Any]:
     if kind is K.DATE:
         return oracle_date(low), oracle_date(high)
     return low, high
+
+
+def spark_float(value: float) -> Any:
+    """A float bound as Spark's JSON spells it (parsed with ``parse_float=Decimal``)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return Decimal(repr(abs(value) if value == 0 else value))
 
 
 def oracle_timestamp(micros: int, zone: str) -> str:
@@ -723,7 +733,7 @@ def test_streaming_equals_one_pass_equals_oracle(
     assert streamed.finish(tight_bounds=True) == text
     got = json.loads(text, parse_float=Decimal)
     expected = oracle(leaf_values, table.num_rows) | {"tightBounds": True}
-    zero_widened(got)
+    zeros_unsigned(got)
     assert got == expected
 
 
@@ -774,13 +784,13 @@ def test_footer_row_groups_must_match_what_was_announced() -> None:
         acc.add_footer(writer.writer.metadata)
 
 
-def zero_widened(stats: dict[str, Any]) -> None:
-    """Check the -0.0 min / 0.0 max spelling, then let the plain comparison see plain zeros."""
+def zeros_unsigned(stats: dict[str, Any]) -> None:
+    """Check zero bounds are spelled ``0.0`` (as Spark writes them), not ``-0.0``."""
     for key in ("minValues", "maxValues"):
         for name in ("f", "g"):
             value = stats[key].get(name)
-            if value is not None and value == 0:
-                assert value.is_signed() == (key == "minValues")
+            if isinstance(value, Decimal) and value == 0:
+                assert not value.is_signed()
 
 
 # --- against Spark (fixture tables) -------------------------------------------------------------
@@ -822,11 +832,7 @@ def flat(tree: dict[str, Any], path: tuple[str, ...] = ()) -> dict[tuple[str, ..
 
 
 def same_value(ours: Any, spark: Any, arrow_type: Any) -> bool:
-    """Equal as Delta values: float32 after rounding, timestamps as instants.
-
-    Numbers compare by value, so our ``-0.0`` min equals Spark's ``0.0`` (zero bounds are widened
-    on purpose, see the module header).
-    """
+    """Equal as Delta values: float32 after rounding, timestamps as instants."""
     if pa.types.is_float32(arrow_type):
         f32 = struct.Struct("f")
         return bool(f32.unpack(f32.pack(float(ours))) == f32.unpack(f32.pack(float(spark))))

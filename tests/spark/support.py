@@ -1,0 +1,83 @@
+"""What the Spark tier's tests share: running rlcd as a user does, and reading through Spark.
+
+Rows are collected through ``DataFrame.toArrow()`` (PySpark's ``collect()`` cannot return years
+before 1 or after 9999 of Python's datetime range) and compared as multisets of their ``repr``,
+so NaN equals NaN and ``-0.0`` differs from ``0.0``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.integration.tables import _hashable
+
+SparkRows = collections.Counter[str]
+
+
+def rlcd(*args: str) -> subprocess.CompletedProcess[str]:
+    """The rlcd CLI in a subprocess, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "rlcd", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
+
+
+def compact(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``rlcd compact`` that must succeed (the assertion shows rlcd's output when it does not)."""
+    done = rlcd("compact", str(path), *args)
+    assert done.returncode == 0, (
+        f"rlcd compact exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    )
+    return done
+
+
+def verify(path: Path) -> None:
+    """``rlcd verify`` must pass."""
+    done = rlcd("verify", str(path))
+    assert done.returncode == 0, (
+        f"rlcd verify exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    )
+
+
+def read(spark: Any, path: Path, version: int | None = None) -> Any:
+    """The table (at ``version``, else the latest) as a Spark DataFrame."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(str(path))
+
+
+def rows(spark: Any, path: Path, version: int | None = None) -> SparkRows:
+    """The multiset of rows Spark reads."""
+    table = read(spark, path, version).toArrow()
+    return collections.Counter(repr(_hashable(r)) for r in table.to_pylist())
+
+
+def sql(spark: Any, text: str) -> list[Any]:
+    """Run a statement and collect its (small) result."""
+    return list(spark.sql(text).collect())
+
+
+def log_actions(path: Path, version: int) -> list[dict[str, Any]]:
+    """The actions of one JSON commit."""
+    text = (path / "_delta_log" / f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def latest_version(path: Path) -> int:
+    """The newest commit version in the log."""
+    return max(int(p.name[:20]) for p in (path / "_delta_log").glob("*.json"))
+
+
+def num_files(spark: Any, path: Path) -> int:
+    """Live data files by Spark's own log replay (``DESCRIBE DETAIL``)."""
+    return int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0].numFiles)
