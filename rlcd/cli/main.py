@@ -32,20 +32,23 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 
 from rlcd import __version__
 from rlcd.cli import daemon as daemon_commands
-from rlcd.cli.progress import BinProgress
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
-from rlcd.compaction.compact import CompactionReport, FailureKind
 from rlcd.compaction.policy import CODECS
 from rlcd.daemon.logging import configure_logging
 from rlcd.errors import ConfigError, RlcdError, StorageError, TableError
 from rlcd.storage import S3Config, open_store
+
+if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
+    from rlcd.cli.progress import BinProgress
+    from rlcd.compaction.compact import CompactionReport
 
 __all__ = ("main", "exit_code")
 
@@ -70,6 +73,8 @@ _EXIT_HELP = _DOC[_DOC.index("Exit codes:") :]
 def exit_code(report: CompactionReport) -> int:
     """0 when every planned bin committed; else 4 if any bin failed for storage, else 1 (see
     the module docstring)."""
+    from rlcd.compaction.compact import FailureKind
+
     kinds = {f.kind for f in report.failed}
     if FailureKind.STORAGE in kinds:
         return EXIT_STORAGE
@@ -258,6 +263,7 @@ class _Run:
 
 
 async def _compact(args: argparse.Namespace, run: _Run) -> int:
+    from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
     from rlcd.compaction.policy import CompactionPolicy, parse_duration
     from rlcd.delta.predicate import Predicate

@@ -32,11 +32,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from rlcd.delta.predicate import Predicate
-from rlcd.delta.protocol import TableConfig
 from rlcd.errors import ConfigError, TableError
+
+if TYPE_CHECKING:  # annotations only: `rlcd --help` reads CODECS without loading pyarrow
+    from rlcd.delta.predicate import Predicate
+    from rlcd.delta.protocol import TableConfig
 
 __all__ = (
     "MIB",
