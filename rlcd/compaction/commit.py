@@ -38,9 +38,9 @@ from rlcd.delta.load import read_deletion_vector, table_config
 from rlcd.delta.names import dv_file_name
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, canonical_path
-from rlcd.delta.transaction import Committed, Unknown, Winner, run_transaction
+from rlcd.delta.transaction import Committed, Unknown, Winner, discard_files, run_transaction
 from rlcd.delta.write import make_commit_info
-from rlcd.errors import InternalError, RlcdError, StorageError
+from rlcd.errors import InternalError, RlcdError
 from rlcd.storage.base import AlreadyExists, ObjectStore
 
 __all__ = (
@@ -178,20 +178,9 @@ async def _write_dvs(
     return descriptors, key
 
 
-async def _delete(store: ObjectStore, key: str | None, what: str) -> None:
-    """Best effort: a file left behind is an orphan for cleanup, never a wrong table."""
-    if key is None:
-        return
-    try:
-        await store.delete(key)
-    except StorageError as exc:
-        log.warning(f"{what}_not_deleted", table=store.root, path=key, error=str(exc))
-
-
 async def discard_outputs(store: ObjectStore, bins: Sequence[RewrittenBin]) -> None:
     """Delete the outputs of bins that will not commit; failures are logged, not raised."""
-    for b in bins:
-        await _delete(store, b.key, "output")
+    await discard_files(store, (b.key for b in bins), what="output")
 
 
 async def _bitmaps(
@@ -267,7 +256,9 @@ async def commit_bins(
         return apply_steps(b, steps, bitmaps, max_masked_ratio=max_masked_ratio)
 
     async def rebase(batch: _Batch, current: Snapshot, winners: Sequence[Winner]) -> _Batch:
-        await _delete(store, batch.dv_key, "dv_file")  # that attempt lost: its DVs name nothing
+        await discard_files(
+            store, [batch.dv_key], what="dv_file"
+        )  # that attempt lost: its DVs name nothing
         pending, aborted = list(batch.pending), list(batch.aborted)
         dvs_enabled = table_config(current).deletion_vectors_enabled
         for version, actions in winners:
@@ -329,7 +320,7 @@ async def commit_bins(
     if isinstance(outcome, Unknown):
         raise outcome.error
     if isinstance(outcome, Abort):
-        await _delete(store, batch.dv_key, "dv_file")
+        await discard_files(store, [batch.dv_key], what="dv_file")
         await discard_outputs(store, [b.done for b in batch.pending])
         gave_up = tuple(BinAborted(b.done, outcome) for b in batch.pending)
         for b in batch.pending:

@@ -22,7 +22,7 @@ keep the files it names.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
@@ -49,6 +49,7 @@ __all__ = (
     "TransactionResult",
     "attempt_commit",
     "run_transaction",
+    "discard_files",
 )
 
 ATTEMPTS_EXHAUSTED: Final = "attempts_exhausted"
@@ -182,3 +183,16 @@ async def run_transaction(
             await anyio.sleep(backoff_delay(backoff, attempt - 1, draw()))
     detail = f"every one of {max_attempts} commit attempts lost the race"
     return TransactionResult(Abort(ATTEMPTS_EXHAUSTED, detail), state, max_attempts, current)
+
+
+async def discard_files(store: ObjectStore, keys: Iterable[str | None], *, what: str) -> None:
+    """Delete files no commit names (an abandoned attempt's), best effort: a failure is
+    logged as ``<what>_not_deleted``, not raised; the file is then an orphan for cleanup,
+    never a wrong table."""
+    for key in keys:
+        if key is None:
+            continue
+        try:
+            await store.delete(key)
+        except StorageError as exc:
+            _log.warning(f"{what}_not_deleted", table=store.root, path=key, error=str(exc))

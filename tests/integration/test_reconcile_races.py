@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import TableFeatures
+from deltalake import DeltaTable, TableFeatures, write_deltalake
 
 from rlcd.compaction.commit import BinAborted, BinCommitted
 from rlcd.compaction.compact import CompactionReport
@@ -30,29 +29,13 @@ from tests.integration.races import (
     in_thread,
     judge,
     last_commit,
-    local_table,
     rlcd_files,
-    s3_table,
     set_dv,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 ALL = range(4 * ROWS)
-
-
-@pytest.fixture(params=["local", "s3"])
-def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., RaceTable]:
-    """Builds the test's table on local disk or on moto's S3."""
-    if request.param == "local":
-        return lambda files=4, partitioned=False: local_table(
-            tmp_path / "t", files, partitioned=partitioned
-        )
-    endpoint = request.getfixturevalue("moto_endpoint")
-    bucket = request.getfixturevalue("s3_bucket")
-    return lambda files=4, partitioned=False: s3_table(
-        tmp_path, endpoint, bucket, files, partitioned=partitioned
-    )
 
 
 def _decisions(report: CompactionReport) -> list[str]:
@@ -251,9 +234,7 @@ async def test_loses_to_a_schema_change(make: Callable[..., RaceTable]) -> None:
     """An append that adds a column changes the metadata: every bin aborts."""
     table = make()
 
-    def widen(dt: object) -> None:
-        from deltalake import write_deltalake
-
+    def widen(dt: DeltaTable) -> None:
         extra = batch(1000, 1, note=pa.array(["x"]))
         write_deltalake(
             table.uri,
@@ -270,8 +251,8 @@ async def test_loses_to_a_protocol_change(make: Callable[..., RaceTable]) -> Non
     """delta-rs adds a table feature (a protocol change): every bin aborts."""
     table = make()
 
-    def upgrade(dt: object) -> None:
-        dt.alter.add_feature(TableFeatures.CheckConstraints, allow_protocol_versions_increase=True)  # type: ignore[attr-defined]
+    def upgrade(dt: DeltaTable) -> None:
+        dt.alter.add_feature(TableFeatures.CheckConstraints, allow_protocol_versions_increase=True)
 
     await _aborted_by(table, lambda: in_thread(upgrade, table), "protocol_changed", set(ALL))
 
