@@ -52,8 +52,7 @@ from rlcd.compaction.stats import StatsAccumulator, StatsSpec
 from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, partition_dir
 from rlcd.errors import RlcdError
-from rlcd.storage.base import ObjectStore, ObjectWriter
-from rlcd.storage.local import LocalFileWriter, LocalStore
+from rlcd.storage.base import FileWriter, ObjectStore, ObjectWriter
 
 __all__ = (
     "RewriteSettings",
@@ -554,12 +553,14 @@ async def _abort_when_cancelled(handoff: _Handoff, scope: anyio.CancelScope) -> 
             handoff.abort()
 
 
-def _open_output(store: ObjectStore, key: str) -> ObjectWriter:
-    """A local store's file writer (pyarrow writes the file itself: no bytes through Python
-    or the event loop), else the store's streaming writer."""
-    if isinstance(store, LocalStore):
-        return store.open_file_writer(key)
-    return store.open_writer(key)
+def _open_output(store: ObjectStore, key: str) -> tuple[ObjectWriter, FileWriter | None]:
+    """A local store's file writer, twice (pyarrow writes the file itself: no bytes through
+    Python or the event loop), else the store's streaming writer and None."""
+    files = store.local_files()
+    if files is None:
+        return store.open_writer(key), None
+    writer = files.open_file_writer(key)
+    return writer, writer
 
 
 async def rewrite_bin(
@@ -632,10 +633,11 @@ async def _rewrite(
     watch = anyio.CancelScope()
     fetched: list[FetchedSource] = []
     with fetch_send, fetch_receive, chunk_send, chunk_receive:
-        async with _open_output(store, key) as writer:
+        output, file_writer = _open_output(store, key)
+        async with output as writer:
             # a local file is written by pyarrow directly; anything else through the upload task
-            local = isinstance(writer, LocalFileWriter)
-            sink = writer.path if isinstance(writer, LocalFileWriter) else _ThreadSink(chunk_send)
+            local = file_writer is not None
+            sink = file_writer.path if file_writer is not None else _ThreadSink(chunk_send)
             encoder = _Encoder(settings, sink, stats)
             try:
                 async with anyio.create_task_group() as tg:

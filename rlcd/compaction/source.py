@@ -30,7 +30,6 @@ from rlcd.delta.partitions import object_key
 from rlcd.delta.schema import PARQUET_FIELD_ID_KEY, cast_compatible
 from rlcd.errors import CorruptDataError, MissingDataFileError, NotFoundError
 from rlcd.storage.base import ObjectStore
-from rlcd.storage.local import LocalStore
 
 __all__ = (
     "ReadOptions",
@@ -117,11 +116,12 @@ async def fetch_source(
             "data file lies outside the table", table=store.root, version=version, path=add.path
         )
     dv = await read_deletion_vector(store, add, version=version)
-    if isinstance(store, LocalStore):
+    files = store.local_files()
+    if files is not None:
         # a local store's file is read where it is (by pyarrow, natively): no copy through
         # Python bytes. The open file pins it, even if it is deleted before it is decoded.
         try:
-            file = await anyio.to_thread.run_sync(pa.OSFile, store.local_path(key))
+            file = await anyio.to_thread.run_sync(pa.OSFile, files.local_path(key))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
             raise MissingDataFileError(
                 "data file is missing", table=store.root, version=version, path=add.path

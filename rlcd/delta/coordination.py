@@ -17,7 +17,6 @@ from typing import Final
 from rlcd.delta.log_path import LOG_DIR
 from rlcd.errors import UnsupportedFeatureError
 from rlcd.storage.base import ObjectStore
-from rlcd.storage.local import LocalStore
 
 __all__ = ("ensure_put_if_absent_writers",)
 
@@ -35,7 +34,7 @@ async def ensure_put_if_absent_writers(store: ObjectStore, *, version: int) -> N
         UnsupportedFeatureError: the log holds a temporary commit file of a writer that commits
             through DynamoDB or by renames; the message names the file.
     """
-    if isinstance(store, LocalStore):
+    if store.local_files() is not None:
         return
     for prefix in EXTERNAL_COMMIT_TEMPS:
         async for meta in store.list(prefix):

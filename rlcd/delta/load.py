@@ -42,6 +42,7 @@ from rlcd.storage.base import ObjectStore
 __all__ = (
     "load_snapshot",
     "update_snapshot",
+    "advance_snapshot",
     "read_commit",
     "read_commits_after",
     "list_log",
@@ -324,7 +325,21 @@ async def _with_commit_info(store: ObjectStore, snapshot: Snapshot) -> Snapshot:
 
 async def update_snapshot(store: ObjectStore, snapshot: Snapshot) -> Snapshot:
     """``snapshot`` moved to the latest version, reading only the commits after it."""
-    paths = await list_log(store, after_version=snapshot.version + 1)
+    return await advance_snapshot(
+        store, snapshot, await list_log(store, after_version=snapshot.version + 1)
+    )
+
+
+async def advance_snapshot(
+    store: ObjectStore, snapshot: Snapshot, paths: Sequence[LogPath]
+) -> Snapshot:
+    """``snapshot`` moved forward by the commits of ``paths``, a listing of the log from the
+    version after it (:func:`list_log`); the same snapshot when there are none.
+
+    Raises:
+        CorruptLogError: the listed commits do not follow the snapshot without a gap, or one
+            is malformed.
+    """
     commits = [p for p in paths if p.kind is LogKind.COMMIT]
     if not commits:
         return snapshot

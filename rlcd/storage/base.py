@@ -19,8 +19,11 @@ __all__ = (
     "AlreadyExists",
     "PutResult",
     "ObjectWriter",
+    "FileWriter",
+    "LocalFiles",
     "ObjectStore",
     "MIN_PART_SIZE",
+    "PendingUpload",
 )
 
 MIN_PART_SIZE = 5 * 1024 * 1024
@@ -53,6 +56,22 @@ class AlreadyExists:
 PutResult = Written | AlreadyExists
 
 
+@dataclass(frozen=True, slots=True)
+class PendingUpload:
+    """A write that was started and never completed nor aborted: an S3 multipart upload, or a
+    local temp file. A process killed mid-write leaves these behind, invisible to ``list``.
+
+    ``rlcd_named`` is True when the backend named the upload itself (the local temp files,
+    ``.<name>.<hex>.rlcd-tmp``), so it is rlcd's whatever its target's name; an S3 upload is
+    only known as rlcd's by its target's name.
+    """
+
+    key: str
+    upload_id: str
+    initiated_ms: int
+    rlcd_named: bool = False
+
+
 class ObjectWriter(Protocol):
     """A streaming upload. Use as an async context manager: leaving it normally completes the
     object; leaving it with an exception aborts it, so no partial object or upload is left.
@@ -78,6 +97,29 @@ class ObjectWriter(Protocol):
     async def __aenter__(self) -> ObjectWriter: ...
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
+
+
+class FileWriter(ObjectWriter, Protocol):
+    """An :class:`ObjectWriter` over a local temp file at ``path`` (set once entered), which a
+    native writer (pyarrow's) may write itself instead of handing bytes to ``write``."""
+
+    @property
+    def path(self) -> str: ...
+
+
+class LocalFiles(Protocol):
+    """The capability of a store whose objects are local files (see
+    :meth:`ObjectStore.local_files`): native readers and writers then use the files in place,
+    with no bytes through Python, and the table's other writers commit by renames that never
+    replace (put-if-absent too)."""
+
+    def local_path(self, key: str) -> str:
+        """The file holding ``key`` (it may not exist)."""
+        ...
+
+    def open_file_writer(self, key: str) -> FileWriter:
+        """A writer for a new object whose temp file a native writer writes directly."""
+        ...
 
 
 class ObjectStore(Protocol):
@@ -130,6 +172,23 @@ class ObjectStore(Protocol):
 
     def open_writer(self, key: str) -> ObjectWriter:
         """A streaming writer for a new object (see :class:`ObjectWriter`)."""
+        ...
+
+    def list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        """Every unfinished write (see :class:`PendingUpload`) whose target key starts with
+        ``prefix``, in ascending order of key. A writer still running is listed too: callers
+        judge by ``initiated_ms``."""
+        ...
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        """Drop an unfinished write that :meth:`list_uploads` returned; the object at ``key``
+        (if any) is untouched, and aborting an upload already gone succeeds."""
+        ...
+
+    def local_files(self) -> LocalFiles | None:
+        """The store's objects as local files, or None when they are remote. Callers ask the
+        store instead of testing its class, so a wrapping store (metering, faults) keeps the
+        capability of the store it wraps."""
         ...
 
     async def aclose(self) -> None:

@@ -9,8 +9,10 @@ Atomicity comes from the filesystem, never from locks:
   fails with ``FileExistsError`` instead of replacing, so exactly one racer wins (a loser whose
   bytes are identical to the winner's counts as written, as the contract says);
 - temp files live in the target's directory (same filesystem, so link and replace are atomic),
-  are named ``.<name>.<hex>.rlcd-tmp``, and listings skip them. Keys whose last segment looks
-  like that are refused.
+  are named ``.<name>.<32 hex digits>.rlcd-tmp``, and listings skip them. Keys whose last
+  segment looks like that are refused. The name is rlcd's alone, so the temp files a killed
+  process left are found by ``list_uploads`` (as pending uploads) and removed by
+  ``abort_upload``, never another program's file.
 
 Blocking calls run in worker threads through ``anyio.to_thread.run_sync``, under ``limiter``
 when one is given.
@@ -19,6 +21,7 @@ when one is given.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -31,13 +34,21 @@ import anyio.to_thread
 
 from rlcd.errors import NotFoundError, StorageError
 from rlcd.storage._keys import check_key, check_prefix, check_range
-from rlcd.storage.base import MIN_PART_SIZE, AlreadyExists, ObjectMeta, PutResult, Written
+from rlcd.storage.base import (
+    MIN_PART_SIZE,
+    AlreadyExists,
+    ObjectMeta,
+    PendingUpload,
+    PutResult,
+    Written,
+)
 from rlcd.storage.multipart import MultipartWriter
 from rlcd.storage.uri import TableUri
 
-__all__ = ("LocalStore", "LocalFileWriter", "TEMP_SUFFIX", "is_temp_name")
+__all__ = ("LocalStore", "LocalFileWriter", "TEMP_SUFFIX", "is_temp_name", "temp_target")
 
 TEMP_SUFFIX = ".rlcd-tmp"
+_TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[0-9a-f]{32}" + re.escape(TEMP_SUFFIX))
 
 _T = TypeVar("_T")
 
@@ -46,7 +57,14 @@ _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 def is_temp_name(name: str) -> bool:
     """Whether a file name is one of this backend's in-flight temp files."""
-    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
+def temp_target(name: str) -> str | None:
+    """The name of the file a temp file was written for, or None when ``name`` is none of this
+    backend's temp files."""
+    match = _TEMP_NAME.fullmatch(name)
+    return match["target"] if match is not None else None
 
 
 class LocalStore:
@@ -144,10 +162,29 @@ class LocalStore:
         self._path("open_writer", key)
         return MultipartWriter(key, _LocalParts(self), part_size=self._part_size)
 
+    def list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        self._check_open("list_uploads", prefix)
+        check_prefix("list_uploads", prefix)
+        return self._list_uploads(prefix)
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        path = self._path("abort_upload", key)
+        directory, name = os.path.split(upload_id)
+        if directory != os.path.dirname(path) or temp_target(name) != os.path.basename(path):
+            raise StorageError(
+                f"{upload_id} is not a temp file of this key", operation="abort_upload", key=key
+            )
+        with _errors("abort_upload", key):
+            await self._run(lambda: _unlink(upload_id))
+
     def open_file_writer(self, key: str) -> LocalFileWriter:
         """A writer whose temp file a native writer (pyarrow's) may write directly, instead of
         handing bytes to ``write``; published and aborted like ``open_writer``'s uploads."""
         return LocalFileWriter(self, key, self._path("open_writer", key))
+
+    def local_files(self) -> LocalStore:
+        """This store itself: its objects are files (:class:`~rlcd.storage.base.LocalFiles`)."""
+        return self
 
     async def aclose(self) -> None:
         self._closed = True
@@ -177,6 +214,20 @@ class LocalStore:
         listing = await self._run(lambda: _scan(self._dir, prefix, start_after))
         for meta in listing:
             yield meta
+
+    async def _list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        head = prefix.rpartition("/")[0]
+        temps = await self._run(lambda: _scan(self._dir, head, None, temps=True))
+        found: list[PendingUpload] = []
+        for meta in temps:
+            directory, _, name = meta.key.rpartition("/")
+            key = f"{directory}/{temp_target(name)}" if directory else str(temp_target(name))
+            if key.startswith(prefix):
+                path = os.path.join(self._dir, *meta.key.split("/"))
+                found.append(PendingUpload(key, path, meta.last_modified_ms, rlcd_named=True))
+        found.sort(key=lambda upload: (upload.key, upload.upload_id))
+        for upload in found:
+            yield upload
 
 
 class _LocalParts:
@@ -351,8 +402,11 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _scan(root: str, prefix: str, start_after: str | None) -> list[ObjectMeta]:
-    """Every file under ``root`` whose key matches, sorted by key.
+def _scan(
+    root: str, prefix: str, start_after: str | None, *, temps: bool = False
+) -> list[ObjectMeta]:
+    """Every file under ``root`` whose key matches, sorted by key: the objects, or with
+    ``temps`` only the temp files (their own keys, not their targets').
 
     Only directories that can hold a match are entered, so listing ``_delta_log/`` never walks
     the data files. Sorting ``str`` keys by code point is sorting their UTF-8 bytes.
@@ -376,7 +430,7 @@ def _scan(root: str, prefix: str, start_after: str | None) -> list[ObjectMeta]:
                 elif (
                     key.startswith(prefix)
                     and (start_after is None or key > start_after)
-                    and not is_temp_name(entry.name)
+                    and is_temp_name(entry.name) is temps
                 ):
                     try:
                         st = entry.stat()

@@ -13,16 +13,40 @@ from rlcd.storage import LocalStore, Written
 
 pytestmark = pytest.mark.anyio
 
+HEX = "0f3a" * 8
+
 
 async def test_stray_temp_files_are_invisible(tmp_path: Path) -> None:
     """A crashed writer's temp file is never listed, and no key may take that form."""
     (tmp_path / "_delta_log").mkdir()
-    (tmp_path / "_delta_log" / ".00001.json.0f3a.rlcd-tmp").write_bytes(b"partial")
+    (tmp_path / "_delta_log" / f".00001.json.{HEX}.rlcd-tmp").write_bytes(b"partial")
     (tmp_path / "_delta_log" / ".hidden").write_bytes(b"a real object")
     async with LocalStore(tmp_path) as store:
         assert [m.key async for m in store.list("")] == ["_delta_log/.hidden"]
         with pytest.raises(StorageError, match="form of a temp file"):
-            await store.put("_delta_log/.x.rlcd-tmp", b"")
+            await store.put(f"_delta_log/.x.{HEX}.rlcd-tmp", b"")
+
+
+async def test_only_rlcd_temp_files_are_uploads(tmp_path: Path) -> None:
+    """Only names of the exact temp form are pending uploads; abort_upload refuses any other
+    file (another program's look-alike, or a temp file of another key) and leaves it."""
+    (tmp_path / "p").mkdir()
+    ours = tmp_path / "p" / f".a.parquet.{HEX}.rlcd-tmp"
+    ours.write_bytes(b"partial")
+    lookalikes = [tmp_path / "p" / n for n in (".a.parquet.rlcd-tmp", ".a.parquet.123.rlcd-tmp")]
+    for path in lookalikes:
+        path.write_bytes(b"someone else's")
+    async with LocalStore(tmp_path) as store:
+        uploads = [u async for u in store.list_uploads("")]
+        assert [(u.key, u.upload_id, u.rlcd_named) for u in uploads] == [
+            ("p/a.parquet", str(ours), True)
+        ]
+        assert uploads[0].initiated_ms == ours.stat().st_mtime_ns // 1_000_000
+        for bogus in [*map(str, lookalikes), str(tmp_path / "p" / f".b.parquet.{HEX}.rlcd-tmp")]:
+            with pytest.raises(StorageError, match="not a temp file of this key"):
+                await store.abort_upload("p/a.parquet", bogus)
+        await store.abort_upload("p/a.parquet", uploads[0].upload_id)
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == sorted(p.name for p in lookalikes)
 
 
 async def test_listing_enters_only_directories_that_can_match(

@@ -310,3 +310,32 @@ async def test_closed_store_refuses_use(backend: Backend) -> None:
         store.list("")
     with pytest.raises(StorageError, match="closed"):
         store.open_writer("w2")
+
+
+async def _abandon(store: ObjectStore, key: str) -> None:
+    """Start a write that sends a part and is never finished, as a killed process leaves it."""
+    writer = store.open_writer(key)
+    await writer.write(b"x" * (MIN_PART_SIZE + 1))
+
+
+async def test_list_uploads_finds_abandoned_writes_and_abort_drops_them(backend: Backend) -> None:
+    """A write never completed nor aborted is listed under its target key (by prefix) and not
+    as an object; aborting it leaves nothing, twice, and keeps the object
+    already at that key."""
+    store = backend.store
+    await store.put("out/a.parquet", b"committed")
+    await _abandon(store, "out/a.parquet")
+    await _abandon(store, "out/sub/b.parquet")
+    await _abandon(store, "other/c.parquet")
+    uploads = [u async for u in store.list_uploads("out/")]
+    assert [u.key for u in uploads] == ["out/a.parquet", "out/sub/b.parquet"]
+    assert all(isinstance(u.initiated_ms, int) for u in uploads)  # moto says 2010, always
+    assert await keys(store) == ["out/a.parquet"]
+    for upload in uploads:
+        await store.abort_upload(upload.key, upload.upload_id)
+        await store.abort_upload(upload.key, upload.upload_id)
+    assert [u.key async for u in store.list_uploads("")] == ["other/c.parquet"]
+    assert await store.get("out/a.parquet") == b"committed"
+    (last,) = [u async for u in store.list_uploads("other/")]
+    await store.abort_upload(last.key, last.upload_id)
+    assert backend.leftovers() == []

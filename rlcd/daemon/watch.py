@@ -1,0 +1,87 @@
+"""Per-table log tail: a long-lived snapshot moved forward by polling (rlc-design.md §7, Watch).
+
+Theory of operation. The first poll loads the snapshot (from the newest checkpoint). Every
+later poll is one LIST of ``_delta_log`` starting after the held version: an idle table costs
+exactly that. New commits are read by key and replayed onto the held snapshot
+(:func:`rlcd.delta.load.advance_snapshot`). When the listing shows the table has moved far past
+the snapshot — a checkpoint newer than it and more than ``replay_limit`` commits to replay, or
+the commits right after it already cleaned up by log retention — the snapshot is reloaded from
+that checkpoint instead (:func:`rlcd.delta.load.load_snapshot`). The log is never re-read from
+its start while tailing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from rlcd.delta.load import advance_snapshot, list_log, load_snapshot
+from rlcd.delta.log_path import LogKind
+from rlcd.delta.replay import Snapshot
+from rlcd.storage.base import ObjectStore
+
+__all__ = ("TableWatch", "Poll", "REPLAY_LIMIT")
+
+REPLAY_LIMIT = 100
+"""Commits past a newer checkpoint worth replaying one by one rather than reloading."""
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    """What one poll saw: the snapshot now held, the version held before (None on the first
+    poll) and whether it was (re)loaded from a checkpoint rather than advanced."""
+
+    snapshot: Snapshot
+    previous: int | None
+    reloaded: bool
+
+    @property
+    def changed(self) -> bool:
+        return self.previous != self.snapshot.version
+
+
+class TableWatch:
+    """One table's held snapshot. Not shared between tasks: one poller owns it."""
+
+    def __init__(self, store: ObjectStore, *, replay_limit: int = REPLAY_LIMIT) -> None:
+        self.store = store
+        self._replay_limit = replay_limit
+        self._snapshot: Snapshot | None = None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot of the last poll (None before the first)."""
+        return self._snapshot
+
+    async def poll(self) -> Poll:
+        """Move the held snapshot to the table's latest version.
+
+        Raises:
+            CorruptLogError, UnsupportedFeatureError: as :func:`load_snapshot`; the held
+                snapshot is kept, so a later poll starts from it again.
+            StorageError: the store failed.
+        """
+        held = self._snapshot
+        if held is None:
+            self._snapshot = await load_snapshot(self.store)
+            return Poll(self._snapshot, None, reloaded=True)
+        paths = await list_log(self.store, after_version=held.version + 1)
+        commits = [p.version for p in paths if p.kind is LogKind.COMMIT]
+        if not commits:
+            return Poll(held, held.version, reloaded=False)
+        newer_checkpoint = any(p.is_checkpoint and p.version > held.version for p in paths)
+        behind = len(commits) > self._replay_limit or commits[0] != held.version + 1
+        if newer_checkpoint and behind:
+            self._snapshot = await load_snapshot(self.store)
+            log.info(
+                "snapshot_reloaded",
+                table=self.store.root,
+                version=self._snapshot.version,
+                previous=held.version,
+            )
+            return Poll(self._snapshot, held.version, reloaded=True)
+        self._snapshot = await advance_snapshot(self.store, held, paths)
+        return Poll(self._snapshot, held.version, reloaded=False)

@@ -1,0 +1,183 @@
+"""A store that counts the requests and bytes of the store it wraps, per operation.
+
+Every call is delegated unchanged, capabilities included (:meth:`MeteredStore.local_files`
+meters the wrapped store's local files), so code under test runs exactly as on the real store.
+Tests read :attr:`MeteredStore.requests` to assert IO costs (an idle poll is one ``list``);
+the daemon passes ``on_request`` to feed its request counters. One call is one request: a
+listing counts once however many pages the backend fetches, a streaming upload once when
+opened.
+
+Operations: ``get``, ``head``, ``list``, ``put``, ``put_if_absent``, ``delete``, ``upload``
+(a streaming writer), ``list_uploads``, ``abort_upload``, and for local files ``local_read``
+(a file opened in place) and ``local_write`` (a file written natively). Bytes are those read
+or written by the call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Self
+
+from rlcd.storage.base import (
+    FileWriter,
+    LocalFiles,
+    ObjectMeta,
+    ObjectStore,
+    ObjectWriter,
+    PendingUpload,
+    PutResult,
+)
+
+__all__ = ("MeteredStore", "RequestHook")
+
+RequestHook = Callable[[str, int, int], None]
+"""Called with ``(operation, requests, bytes)`` whenever either count grows: once per request
+(``requests`` 1), and again for bytes a streaming writer sends later (``requests`` 0)."""
+
+
+class MeteredStore:
+    """An :class:`~rlcd.storage.base.ObjectStore` counting what it delegates to ``inner``.
+
+    Closing it closes ``inner``.
+    """
+
+    def __init__(self, inner: ObjectStore, *, on_request: RequestHook | None = None) -> None:
+        self.inner = inner
+        self.requests: Counter[str] = Counter()
+        """Requests made, per operation."""
+        self.bytes: Counter[str] = Counter()
+        """Bytes read or written, per operation."""
+        self._hook = on_request
+
+    def reset(self) -> None:
+        """Forget what was counted so far."""
+        self.requests.clear()
+        self.bytes.clear()
+
+    def count(self, operation: str, nbytes: int = 0, *, requests: int = 1) -> None:
+        """Record ``requests`` requests moving ``nbytes`` (the writers here call it too)."""
+        self.requests[operation] += requests
+        self.bytes[operation] += nbytes
+        if self._hook is not None:
+            self._hook(operation, requests, nbytes)
+
+    @property
+    def root(self) -> str:
+        return self.inner.root
+
+    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+        try:
+            data = await self.inner.get(key, start=start, end=end)
+        except BaseException:
+            self.count("get")
+            raise
+        self.count("get", len(data))
+        return data
+
+    async def head(self, key: str) -> ObjectMeta:
+        self.count("head")
+        return await self.inner.head(key)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        self.count("list")
+        return self.inner.list(prefix, start_after=start_after)
+
+    async def put(self, key: str, data: bytes) -> ObjectMeta:
+        self.count("put", len(data))
+        return await self.inner.put(key, data)
+
+    async def put_if_absent(self, key: str, data: bytes) -> PutResult:
+        self.count("put_if_absent", len(data))
+        return await self.inner.put_if_absent(key, data)
+
+    async def delete(self, key: str) -> None:
+        self.count("delete")
+        await self.inner.delete(key)
+
+    def open_writer(self, key: str) -> ObjectWriter:
+        self.count("upload")
+        return _MeteredWriter(self, self.inner.open_writer(key))
+
+    def list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        self.count("list_uploads")
+        return self.inner.list_uploads(prefix)
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        self.count("abort_upload")
+        await self.inner.abort_upload(key, upload_id)
+
+    def local_files(self) -> LocalFiles | None:
+        files = self.inner.local_files()
+        return None if files is None else _MeteredFiles(self, files)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        await self.aclose()
+
+
+class _MeteredWriter:
+    """A streaming writer whose bytes count towards ``upload``."""
+
+    def __init__(self, meter: MeteredStore, inner: ObjectWriter) -> None:
+        self._meter = meter
+        self._inner = inner
+        self.key = inner.key
+
+    async def write(self, data: bytes) -> None:
+        self._meter.count("upload", len(data), requests=0)
+        await self._inner.write(data)
+
+    async def complete(self) -> ObjectMeta:
+        return await self._inner.complete()
+
+    async def abort(self) -> None:
+        await self._inner.abort()
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        await self._inner.__aexit__(exc_type, exc, tb)
+
+
+class _MeteredFileWriter(_MeteredWriter):
+    """A native file writer: its bytes count towards ``local_write`` once it completes."""
+
+    def __init__(self, meter: MeteredStore, inner: FileWriter) -> None:
+        super().__init__(meter, inner)
+        self._file = inner
+
+    @property
+    def path(self) -> str:
+        return self._file.path
+
+    async def write(self, data: bytes) -> None:
+        await self._file.write(data)
+
+    async def complete(self) -> ObjectMeta:
+        meta = await self._file.complete()
+        self._meter.count("local_write", meta.size, requests=0)
+        return meta
+
+
+class _MeteredFiles:
+    """The wrapped store's :class:`~rlcd.storage.base.LocalFiles`, counted."""
+
+    def __init__(self, meter: MeteredStore, inner: LocalFiles) -> None:
+        self._meter = meter
+        self._inner = inner
+
+    def local_path(self, key: str) -> str:
+        self._meter.count("local_read")
+        return self._inner.local_path(key)
+
+    def open_file_writer(self, key: str) -> FileWriter:
+        self._meter.count("local_write")
+        return _MeteredFileWriter(self._meter, self._inner.open_file_writer(key))
