@@ -148,8 +148,9 @@ async def _files_with_dvs(path: Path) -> list[str]:
 
 
 def test_spark_dml_and_vacuum_afterwards(spark: Any, table: Table) -> None:
-    """Spark's DELETE, UPDATE and VACUUM work on what rlcd wrote; rlcd verify passes before and
-    after the VACUUM (a vacuumed source is skipped, not a failure)."""
+    """Spark's DELETE and UPDATE work on what rlcd and Spark's OPTIMIZE wrote; rlcd compacts
+    their DV-carrying files again, and rlcd verify passes before and after Spark's VACUUM
+    removes those sources and their DVs (a vacuumed source is skipped, not a failure)."""
     before = read(spark, table.path).toArrow()
     spark.sql(f"DELETE FROM delta.`{table.path}` WHERE id = 101")
     spark.sql(f"UPDATE delta.`{table.path}` SET name = 'renamed' WHERE region IS NULL")
@@ -159,8 +160,12 @@ def test_spark_dml_and_vacuum_afterwards(spark: Any, table: Table) -> None:
         pc.sum(pc.equal(after.column("name"), "renamed")).as_py()
         == pc.sum(pc.is_null(after.column("region"))).as_py()
     )
-    verify(table.path)
+    assert anyio.run(_files_with_dvs, table.path)
     kept = rows(spark, table.path)
+    compact(table.path)
+    assert rows(spark, table.path) == kept
+    verify(table.path)
     spark.sql(f"VACUUM delta.`{table.path}` RETAIN 0 HOURS")
+    assert not list(table.path.glob("deletion_vector_*.bin"))
     assert rows(spark, table.path) == kept
     verify(table.path)
