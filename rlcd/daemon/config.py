@@ -556,6 +556,7 @@ _POLICY: Final = (
     _Key("codec", "codec", _choice(sorted(CODECS))),
     _Key("enabled", "enabled", _boolean),
 )
+# ``uri`` and ``prefix`` are listed to be known; _Reader.uri reads them (relative paths).
 _TABLE: Final = (_Key("uri", "uri", lambda v: v),)
 _DISCOVER: Final = (
     _Key("prefix", "prefix", lambda v: v),
@@ -706,16 +707,14 @@ def parse_settings(text: str, *, source: str, base_dir: str) -> Settings:
     for name in doc:
         reader.refuse_unknown(name, name, [*_SECTIONS, *_ARRAYS])
 
-    s3 = reader.section(doc, "s3")
-    policy_values = reader.section(doc, "policy")
     settings = Settings(
         source=source,
         daemon=reader.build("daemon", DaemonSettings, reader.section(doc, "daemon")),
-        s3=reader.build("s3", S3Config, s3),
+        s3=reader.build("s3", S3Config, reader.section(doc, "s3")),
         log=reader.build("log", LogSettings, reader.section(doc, "log")),
         metrics=reader.build("metrics", MetricsSettings, reader.section(doc, "metrics")),
         shard=reader.build("shard", ShardSettings, reader.section(doc, "shard")),
-        policy=reader.build("policy", TablePolicy, policy_values),
+        policy=reader.build("policy", TablePolicy, reader.section(doc, "policy")),
         tables=tuple(_table_entries(reader, doc)),
         discover=tuple(_discover_entries(reader, doc)),
     )
