@@ -14,6 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Tests never assert on timing (the machine is shared and noisy): no per-example deadline.
+settings.register_profile("rlcd", deadline=None)
+settings.load_profile("rlcd")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(

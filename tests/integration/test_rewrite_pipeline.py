@@ -47,6 +47,9 @@ class Remote:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    def local_files(self) -> None:
+        """Not local: the rewrite must take its remote paths."""
+
     def open_writer(self, key: str) -> MultipartWriter:
         writer = self._inner.open_writer(key)
         if self._fail_writes is None:

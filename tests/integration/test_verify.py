@@ -1,0 +1,396 @@
+"""``rlcd verify`` checks the table itself, not only the tags: every live file and deletion
+vector against storage, and old tagged commits whose files VACUUM removed count as skipped.
+
+Tables come from real writers (delta-rs appends, rlcd's DV writer and compaction, delta-rs
+VACUUM); damage is done to them the way it happens (a file deleted or replaced, a byte flipped)
+or by rewriting one log entry. Each case runs on a local table, the main ones also on moto S3.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio.lowlevel
+import deltalake
+import pytest
+from pyroaring import BitMap64
+
+from rlcd.compaction.compact import compact_table
+from rlcd.compaction.dml import delete_rows
+from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.verify import verify_table
+from rlcd.delta.dv import DeletionVectorDescriptor
+from rlcd.delta.load import load_snapshot
+from rlcd.errors import StorageError
+from rlcd.storage import LocalStore, open_store
+from rlcd.storage.base import ObjectMeta, ObjectStore
+from tests.integration.tables import S3Mirror, append, batch, partitioned, with_dvs
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+POLICY = CompactionPolicy(target_file_size=64 * 1024 * 1024)
+Opener = Callable[[Path], AbstractAsyncContextManager[ObjectStore]]
+
+
+@pytest.fixture(params=["local", "s3"])
+def open_table(request: pytest.FixtureRequest) -> Opener:
+    """Opens a table prepared on local disk where the test runs: in place, or uploaded to a
+    fresh moto bucket as it is then (damage included)."""
+    if request.param == "local":
+        return LocalStore
+    mirror = S3Mirror(
+        request.getfixturevalue("moto_endpoint"), request.getfixturevalue("s3_bucket")
+    )
+
+    @asynccontextmanager
+    async def on_s3(path: Path) -> AsyncIterator[ObjectStore]:
+        uri = mirror.upload(path, f"tables/{path.name}")
+        async with open_store(uri, s3=mirror.config) as store:
+            yield store
+
+    return on_s3
+
+
+def _log(path: Path, version: int) -> Path:
+    return path / "_delta_log" / f"{version:020d}.json"
+
+
+def _rewrite(
+    path: Path, version: int, change: Callable[[dict[str, Any]], None], *, kind: str = "add"
+) -> None:
+    """Apply ``change`` to every action of ``kind`` in commit ``version``, in place."""
+    actions = [json.loads(line) for line in _log(path, version).read_text().splitlines()]
+    for action in actions:
+        if kind in action:
+            change(action[kind])
+    _log(path, version).write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+async def _table_with_dvs(path: Path, *, inline: bool = False) -> tuple[int, list[str]]:
+    """A 4-file table whose first two files lost rows through rlcd's DV writer: the delete's
+    version and the two files' paths."""
+    with_dvs(path)
+    async with LocalStore(path) as store:
+        snapshot = await load_snapshot(store)
+        first, second = list(snapshot.files)[:2]
+        version = await delete_rows(
+            store, snapshot, {first: [0, 5, 6], second: range(0, 30, 2)}, inline=inline
+        )
+    return version, [first, second]
+
+
+def _dv_files(path: Path) -> list[Path]:
+    return sorted(path.glob("deletion_vector_*.bin"))
+
+
+def _problems(report: Any) -> list[str]:
+    return [str(p) for p in report.files.problems]
+
+
+async def test_a_healthy_table_verifies_without_reading_footers(tmp_path: Path) -> None:
+    """Every live file and DV of an undamaged table checks out; stats give the row counts, so
+    no footer is read."""
+    await _table_with_dvs(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert report.ok, report
+    assert report.files is not None
+    assert (report.files.files, report.files.dvs, report.files.footers) == (4, 2, 0)
+
+
+async def test_a_deleted_data_file_fails_naming_it(tmp_path: Path, open_table: Opener) -> None:
+    """A live data file deleted behind Delta's back fails verify, naming the file (it used to
+    pass: the table had no tagged commit to check)."""
+    partitioned(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        victim = list((await load_snapshot(store)).files)[3]
+    (tmp_path / victim).unlink()
+    async with open_table(tmp_path) as store:
+        report = await verify_table(store)
+    assert not report.ok
+    assert _problems(report) == [f"{victim}: data file is missing"]
+
+
+async def test_a_file_of_another_size_fails(tmp_path: Path) -> None:
+    """A data file whose size is not the one its add says (replaced, truncated or appended to)
+    is a problem naming both sizes."""
+    partitioned(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        add = next(iter((await load_snapshot(store)).files.values()))
+    with (tmp_path / add.path).open("ab") as f:
+        f.write(b"x")
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert _problems(report) == [
+        f"{add.path}: is {add.size + 1} bytes on storage, its add says {add.size}"
+    ]
+
+
+async def test_a_missing_dv_file_fails_for_every_file_using_it(
+    tmp_path: Path, open_table: Opener
+) -> None:
+    """A DV file gone from storage fails verify for each live file whose DV it holds."""
+    _, paths = await _table_with_dvs(tmp_path)
+    (dv_file,) = _dv_files(tmp_path)
+    dv_file.unlink()
+    async with open_table(tmp_path) as store:
+        report = await verify_table(store)
+    assert _problems(report) == sorted(
+        f"{p}: deletion vector file {dv_file.name} is missing" for p in paths
+    )
+
+
+async def test_a_flipped_byte_in_a_dv_file_fails_its_checksum(tmp_path: Path) -> None:
+    """One byte flipped inside a DV's bitmap fails its CRC-32, named for the file it serves."""
+    _, paths = await _table_with_dvs(tmp_path)
+    (dv_file,) = _dv_files(tmp_path)
+    data = bytearray(dv_file.read_bytes())
+    data[1 + 4 + 6] ^= 0x01  # version byte, the first DV's length, then inside its bitmap
+    dv_file.write_bytes(bytes(data))
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    (problem,) = _problems(report)
+    assert problem.startswith(f"{paths[0]}: deletion vector ") and "CRC-32 mismatch" in problem
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["file-dv", "inline-dv"])
+async def test_a_dv_cardinality_other_than_the_descriptor_fails(
+    tmp_path: Path, inline: bool
+) -> None:
+    """A descriptor whose cardinality is not the DV's count of rows fails (file and inline)."""
+    version, paths = await _table_with_dvs(tmp_path, inline=inline)
+
+    def miscount(add: dict[str, Any]) -> None:
+        if add["path"] == paths[1]:
+            add["deletionVector"]["cardinality"] += 1
+
+    _rewrite(tmp_path, version, miscount)
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    (problem,) = _problems(report)
+    assert problem.startswith(f"{paths[1]}: deletion vector ")
+    assert "cardinality mismatch: decoded 15 rows, descriptor says 16" in problem
+
+
+@pytest.mark.parametrize("stats", [True, False], ids=["stats", "footer"])
+async def test_a_dv_position_beyond_the_rows_fails(tmp_path: Path, stats: bool) -> None:
+    """A DV deleting a row at or past the file's row count fails; the count comes from the
+    stats, or from the Parquet footer (read only then) when the stats lack it."""
+    version, paths = await _table_with_dvs(tmp_path)
+    beyond = DeletionVectorDescriptor.inline(BitMap64([3, 30]))  # the file has rows 0..29
+
+    def overreach(add: dict[str, Any]) -> None:
+        if add["path"] == paths[0]:
+            add["deletionVector"] = beyond.to_json()
+            if not stats:
+                del add["stats"]
+
+    _rewrite(tmp_path, version, overreach)
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert _problems(report) == [
+        f"{paths[0]}: its deletion vector deletes row 30, but the file has 30 rows"
+    ]
+    assert report.files is not None and report.files.footers == (0 if stats else 1)
+
+
+async def _compacted_and_vacuumed(path: Path) -> None:
+    """Compact a table whose sources had DVs, then VACUUM it with delta-rs.
+
+    delta-rs' default (lite) VACUUM deletes only the paths its tombstones name and keeps
+    their DV files; ``full=True`` also deletes the unreferenced DV files, as Spark's VACUUM
+    does. Safe here: compaction purged every DV, so no live file has one.
+    """
+    await _table_with_dvs(path)
+    async with LocalStore(path) as store:
+        report = await compact_table(store, POLICY)
+    assert report.committed_version is not None and report.files_removed == 4
+    deltalake.DeltaTable(str(path)).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
+    )
+    assert not _dv_files(path)
+
+
+async def test_a_vacuumed_compaction_is_skipped_not_failed(
+    tmp_path: Path, open_table: Opener
+) -> None:
+    """After VACUUM removed an rlcd compaction's sources and their DV files, that commit is
+    skipped (its sources gone), while a later compaction is still checked row for row."""
+    await _compacted_and_vacuumed(tmp_path)
+    for i in range(3):
+        append(tmp_path, batch(1000 + i * 10, 10))
+    async with LocalStore(tmp_path) as store:
+        assert (await compact_table(store, POLICY)).files_removed == 4
+    async with open_table(tmp_path) as store:
+        report = await verify_table(store)
+    assert report.ok, report
+    assert report.commits is not None
+    old, new = report.commits
+    assert old.status == "skipped" and (old.sources_checked, old.sources_skipped) == (0, 4)
+    assert new.status == "ok" and (new.sources_checked, new.sources_skipped) == (4, 0)
+
+
+async def test_a_source_whose_dv_file_alone_is_gone_is_skipped(tmp_path: Path) -> None:
+    """A compaction's source still on storage whose DV file was removed cannot be compared (its
+    live rows are unknown): it is skipped, the other sources are still checked."""
+    await _table_with_dvs(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        assert (await compact_table(store, POLICY)).files_removed == 4
+    (dv_file,) = _dv_files(tmp_path)
+    dv_file.unlink()
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert report.ok, report
+    assert report.commits is not None
+    (check,) = report.commits
+    assert (check.status, check.sources_checked, check.sources_skipped) == ("ok", 2, 2)
+
+
+async def test_a_live_dv_deleted_by_a_full_delta_rs_vacuum_is_caught(tmp_path: Path) -> None:
+    """delta-rs 1.6's full VACUUM deletes DV files that live files still use (readers then
+    fail on the table): verify names the damaged file and its DV file."""
+    await _table_with_dvs(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        assert (await compact_table(store, POLICY)).committed_version is not None
+        snapshot = await load_snapshot(store)
+        (output,) = snapshot.files
+        await delete_rows(store, snapshot, {output: [7]})
+        dv = (await load_snapshot(store)).files[output].deletion_vector
+    assert dv is not None
+    live_dv = dv.file_path()
+    deltalake.DeltaTable(str(tmp_path)).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
+    )
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert _problems(report) == [f"{output}: deletion vector file {live_dv} is missing"]
+    assert report.commits is not None and report.commits[0].status == "skipped"
+
+
+async def test_tags_only_and_files_only_check_their_half_alone(tmp_path: Path) -> None:
+    """``files=False`` leaves a missing data file unseen, ``tags=False`` a tampered tag; each
+    half still finds its own problem."""
+    missing, tampered = tmp_path / "missing", tmp_path / "tampered"
+    partitioned(missing)
+    victim = next(missing.glob("part=a/*.parquet"))
+    victim.unlink()
+    partitioned(tampered)
+    async with LocalStore(tampered) as store:
+        version = (await compact_table(store, POLICY)).committed_version
+    assert version is not None
+
+    def misplace(remove: dict[str, Any]) -> None:
+        remove["tags"]["compactionInfo"] = json.dumps(
+            [{"rowOffsetInTarget": 1, "sourceNumPhysicalRecords": 50}]
+        )
+
+    _rewrite(tampered, version, misplace, kind="remove")
+    async with LocalStore(missing) as store:
+        files_only = await verify_table(store, tags=False)
+        tags_only = await verify_table(store, files=False)
+    assert not files_only.ok and files_only.commits is None
+    assert tags_only.ok and tags_only.files is None and tags_only.commits == ()
+    async with LocalStore(tampered) as store:
+        files_only = await verify_table(store, tags=False)
+        tags_only = await verify_table(store, files=False)
+    assert files_only.ok and files_only.commits is None
+    assert not tags_only.ok and tags_only.files is None
+
+
+class _CountingStore:
+    """A store passing every call to a real one, counting the HEADs in flight at once."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self.heads = self.in_flight = self.most_in_flight = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def head(self, key: str) -> ObjectMeta:
+        self.heads += 1
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await anyio.lowlevel.checkpoint()  # let the other workers run their requests
+            return await self._store.head(key)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_file_checks_keep_to_the_concurrency_bound(
+    tmp_path: Path, open_table: Opener
+) -> None:
+    """However many live files, at most ``concurrency`` HEADs are in flight, one per file."""
+    for i in range(30):
+        append(tmp_path, batch(i * 5, 5))
+    async with open_table(tmp_path) as store:
+        counting = _CountingStore(store)
+        report = await verify_table(counting, tags=False, concurrency=4)  # type: ignore[arg-type]
+    assert report.ok and counting.heads == 30
+    assert 1 <= counting.most_in_flight <= 4
+
+
+async def test_an_output_compacted_again_and_vacuumed_is_skipped(tmp_path: Path) -> None:
+    """Once a second compaction and VACUUM removed the first compaction's output too, both
+    commits are skipped, nothing fails, and the files half still checks the live output."""
+    await _compacted_and_vacuumed(tmp_path)
+    for i in range(3):
+        append(tmp_path, batch(1000 + i * 10, 10))
+    async with LocalStore(tmp_path) as store:
+        assert (await compact_table(store, POLICY)).files_removed == 4
+    deltalake.DeltaTable(str(tmp_path)).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=False
+    )
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store)
+    assert report.ok, report
+    assert report.files is not None and report.files.files == 1
+    assert report.commits is not None
+    old, new = report.commits
+    assert (old.status, old.outputs_skipped, old.sources_skipped) == ("skipped", 1, 4)
+    assert (new.status, new.sources_checked, new.sources_skipped) == ("skipped", 0, 4)
+
+
+async def test_an_absolute_path_dv_is_checked_like_a_relative_one(tmp_path: Path) -> None:
+    """A DV named by absolute path (storage type ``p``) is read and checked: it verifies while
+    its file is there and fails, naming the file, once it is gone."""
+    version, paths = await _table_with_dvs(tmp_path)
+    (dv_file,) = _dv_files(tmp_path)
+
+    def absolute(add: dict[str, Any]) -> None:
+        if "deletionVector" in add:
+            dv = add["deletionVector"]
+            dv["storageType"], dv["pathOrInlineDv"] = "p", dv_file.as_uri()
+
+    _rewrite(tmp_path, version, absolute)
+    async with LocalStore(tmp_path) as store:
+        assert (await verify_table(store)).ok
+        dv_file.unlink()
+        report = await verify_table(store)
+    assert _problems(report) == sorted(
+        f"{p}: deletion vector file {dv_file.name} is missing" for p in paths
+    )
+
+
+class _RefusingStore(_CountingStore):
+    """A store whose HEADs are refused (as by an IAM policy), after the first few."""
+
+    async def head(self, key: str) -> ObjectMeta:
+        if self.heads >= 3:
+            raise StorageError("access denied", operation="head", key=key)
+        return await super().head(key)
+
+
+async def test_a_refused_head_is_a_storage_error_not_a_problem(tmp_path: Path) -> None:
+    """Storage refusing a HEAD is not a finding about the table: verify raises the store's
+    own error (the CLI's exit 4), not a group of them and not a problem line."""
+    for i in range(10):
+        append(tmp_path, batch(i * 5, 5))
+    async with LocalStore(tmp_path) as store:
+        with pytest.raises(StorageError, match="access denied"):
+            await verify_table(_RefusingStore(store), tags=False)  # type: ignore[arg-type]
