@@ -109,6 +109,8 @@ class CompactionReport:
     """The snapshot the run planned from (``read_version``)."""
     cleanup: CleanupReport | None = None
     bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
+    commit_attempts: int = 0
+    """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
     def files_removed(self) -> int:
@@ -301,6 +303,7 @@ async def compact_table(
         snapshot=snapshot,
         cleanup=cleanup,
         bin_results=outcome.results,
+        commit_attempts=outcome.attempts,
     )
 
 
