@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Final
 
 import anyio
 import structlog
@@ -77,11 +76,6 @@ class FailureKind(enum.Enum):
     INTERNAL = "internal"
     """A bug in rlcd."""
 
-    @property
-    def code(self) -> str:
-        """The reason code of a bin that failed this way while it was rewritten."""
-        return _REWRITE_CODES[self]
-
     @classmethod
     def of(cls, exc: Exception) -> FailureKind:
         """The kind of a rewrite's failure."""
@@ -94,28 +88,14 @@ class FailureKind(enum.Enum):
         return cls.INTERNAL
 
 
-_REWRITE_CODES: Final = {
-    FailureKind.STORAGE: "storage_error",
-    FailureKind.CONFLICT: "conflict",
-    FailureKind.DATA: "read_error",
-    FailureKind.INTERNAL: "internal_error",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class BinFailure:
-    """A bin that did not commit: why (for people), its kind (for exit codes) and a stable
-    snake_case reason ``code`` (for metrics): the commit's abort reason when it lost a race,
-    else its kind's :attr:`FailureKind.code`."""
+    """A bin that did not commit, why (for people) and its kind (for exit codes); the
+    report's ``bin_results`` hold the commit's reason codes (for metrics)."""
 
     bin: Bin
     reason: str
     kind: FailureKind
-    code: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.code:
-            object.__setattr__(self, "code", self.kind.code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +115,8 @@ class CompactionReport:
     """The snapshot the run planned from (``read_version``)."""
     cleanup: CleanupReport | None = None
     bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
+    commit_attempts: int = 0
+    """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
     def files_removed(self) -> int:
@@ -316,8 +298,7 @@ async def compact_table(
         except StorageError as exc:
             raise await _failed_commit(store, snapshot.version, done, exc) from exc
     failed.extend(
-        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT, r.abort.reason)
-        for r in outcome.aborted
+        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT) for r in outcome.aborted
     )
     return CompactionReport(
         store.root,
@@ -330,6 +311,7 @@ async def compact_table(
         snapshot=snapshot,
         cleanup=cleanup,
         bin_results=outcome.results,
+        commit_attempts=outcome.attempts,
     )
 
 

@@ -27,13 +27,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from rlcd import __version__
-from rlcd.compaction.classify import REASONS as CLASSIFY_REASONS
-from rlcd.compaction.compact import CompactionReport
+from rlcd.compaction.commit import BinAborted
+from rlcd.compaction.compact import BinFailure, CompactionReport
 from rlcd.errors import ConfigError
 
 __all__ = (
     "BIN_DURATION_BUCKETS",
-    "CONFLICT_REASONS",
     "Metrics",
     "TableHealth",
     "Health",
@@ -44,8 +43,10 @@ __all__ = (
 BIN_DURATION_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 """Seconds, from a small bin on local disk to a 1 GiB bin fetched from S3."""
 
-CONFLICT_REASONS: Final = frozenset(CLASSIFY_REASONS)
-"""Abort reasons that are lost commit races (what the winner did), counted as conflicts too."""
+
+def _failure_reason(failure: BinFailure) -> str:
+    """The label of a bin that failed before its commit: where, and the kind of failure."""
+    return f"rewrite_{failure.kind.value}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,9 @@ class Metrics:
         self.written_bytes = self._counter(
             "rlcd_written_bytes", "Bytes of the output files committed bins added"
         )
-        self.bins_committed = self._counter("rlcd_bins_committed", "Bins committed")
+        self.bins_committed = self._counter(
+            "rlcd_bins_committed", "Bins committed, by decision (reconciled or not)", "decision"
+        )
         self.bins_aborted = self._counter(
             "rlcd_bins_aborted", "Bins that did not commit, by reason (outputs deleted)", "reason"
         )
@@ -120,7 +123,7 @@ class Metrics:
             "rlcd_commit_attempts", "Commit puts tried (put-if-absent)"
         )
         self.conflicts = self._counter(
-            "rlcd_commit_conflicts", "Bins lost to a concurrent writer, by what it did", "kind"
+            "rlcd_commit_conflicts", "Bins a concurrent commit touched, by the outcome", "kind"
         )
         self.errors = self._counter(
             "rlcd_table_errors", "Failed polls or runs of a table, by error type", "error"
@@ -170,25 +173,35 @@ class Metrics:
         return metric
 
     def record_compaction(self, table: str, report: CompactionReport, *, now_s: float) -> None:
-        """Count what one run of ``table`` committed and aborted (``now_s``: Unix time)."""
+        """Count what one run of ``table`` committed and aborted (``now_s``: Unix time).
+
+        A committed bin is counted by its decision (``committed``, ``reconciled_by_remap``,
+        ``reconciled_by_mask``); an aborted one by its reason: the abort's code, or
+        ``rewrite_<kind>`` when it failed before the commit. A bin a concurrent writer's commit
+        touched is a conflict, of the kind its reconciliation or abort says.
+        """
         if report.dry_run:
             return
         self.compacted_files.labels(table).inc(report.files_removed)
         self.compacted_bytes.labels(table).inc(report.bytes_removed)
         self.written_files.labels(table).inc(report.files_added)
         self.written_bytes.labels(table).inc(report.bytes_added)
-        self.bins_committed.labels(table).inc(len(report.committed))
+        self.commit_attempts.labels(table).inc(report.commit_attempts)
+        for result in report.bin_results:
+            if isinstance(result, BinAborted):
+                self.bins_aborted.labels(table, result.abort.reason).inc()
+                self.conflicts.labels(table, result.abort.reason).inc()
+                continue
+            self.bins_committed.labels(table, result.decision).inc()
+            if result.decision != "committed":
+                self.conflicts.labels(table, result.decision).inc()
+        judged = {r.done.bin.bin_id for r in report.bin_results}
         for failure in report.failed:
-            self.bins_aborted.labels(table, failure.code).inc()
-            if failure.code in CONFLICT_REASONS:
-                self.conflicts.labels(table, failure.code).inc()
+            if failure.bin.bin_id not in judged:
+                self.bins_aborted.labels(table, _failure_reason(failure)).inc()
         if report.committed_version is not None:
             self.version.labels(table).set(report.committed_version)
             self.last_compaction.labels(table).set(now_s)
-
-    def record_commit_attempts(self, table: str, attempts: int) -> None:
-        """Count the put-if-absent attempts one commit took."""
-        self.commit_attempts.labels(table).inc(attempts)
 
     def observe_bin(self, seconds: float) -> None:
         """One bin ended (committed, aborted or failed) after ``seconds``."""
