@@ -48,6 +48,8 @@ __all__ = (
     "deltalake_ids",
     "run_daemon_demo",
     "DEMO_TABLES",
+    "rows",
+    "wait_converged",
 )
 
 _PARTS = ("a", "b", "c")
