@@ -305,10 +305,12 @@ class Supervisor:
             if t is None:
                 self._tables[name] = _Table(uri, policy, self._store_for(uri))
                 log.info("table_added", table=name)
-            elif t.policy != policy:
-                t.policy, t.replan_at_ms = policy, 0
-        for name in [n for n in self._tables if n not in wanted]:
-            self._tables[name].removed = True
+            else:
+                t.removed = False  # removed while it ran, and added back
+                if t.policy != policy:
+                    t.policy, t.replan_at_ms = policy, 0
+        for name in [n for n, t in self._tables.items() if n not in wanted and not t.removed]:
+            self._tables[name].removed = True  # a run in flight ends first (see _compact)
             if name not in self._running:
                 del self._tables[name]
             self.metrics.forget_table(name)

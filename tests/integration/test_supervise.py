@@ -4,6 +4,7 @@ without stopping the others; a run honours the shared limits."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -88,3 +89,31 @@ async def test_a_stopped_supervisor_returns(tmp_path: Path) -> None:
         supervisor.stop()
     assert supervisor.health().status == "stopping"
     assert limits.bins.borrowed_tokens == limits.memory.borrowed_tokens == 0
+
+
+async def test_a_reload_adds_and_removes_tables(tmp_path: Path) -> None:
+    """Settings applied while running take effect: the tables the new file no longer names
+    are dropped, the ones it adds are watched."""
+    paths = _tables(tmp_path)
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    good = str(TableUri.parse(str(paths["good"])))
+    only_good = f'[metrics]\nlisten = ""\n[[table]]\nuri = "{paths["good"]}"\n'
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.run)
+        with anyio.fail_after(30):
+            await _until(lambda: len(supervisor.status()) == 3)
+            supervisor.apply(parse_settings(only_good, source="new.toml", base_dir="/"))
+            await _until(lambda: [s.table for s in supervisor.status()] == [good])
+            supervisor.apply(settings)
+            await _until(lambda: len(supervisor.status()) == 3)
+        supervisor.stop()
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    while True:
+        if check():
+            return
+        await anyio.sleep(0.05)
