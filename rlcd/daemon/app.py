@@ -95,7 +95,7 @@ class Daemon:
             log.error("config_reload_failed", path=self.path, error=str(exc))
             return
         if settings.s3 != self.supervisor.settings.s3:
-            log.warning("config_s3_unchanged", path=self.path, reason="s3 settings need a restart")
+            log.warning("config_s3_needs_restart", path=self.path)
         _configure(settings, stream)
         self.supervisor.apply(settings)
         log.info("config_reloaded", path=self.path, tables=len(settings.tables))
@@ -106,7 +106,7 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals, stream)
             await tg.start(run_watchdog, self.notifier)
-            listen = self.supervisor.settings.metrics.listen
+            listen = self.supervisor.settings.metrics_listen
             if listen is not None:
                 self.listening = await tg.start(
                     serve_metrics, self.metrics, self.supervisor.health, listen
