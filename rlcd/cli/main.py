@@ -77,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--where", help="partition predicate, e.g. \"date = '2026-11-30'\"")
     compact.add_argument("--max-bins", type=int, help="compact at most this many bins")
     compact.add_argument("--codec", default="zstd", help="output compression (default zstd)")
+    compact.add_argument(
+        "--encodings",
+        help="column encodings: conservative (a dictionary while it stays small) or adaptive "
+        "(chosen per column from the data); default conservative",
+    )
     _add_s3_options(compact)
 
     verify = sub.add_parser(
@@ -123,7 +128,12 @@ async def _demo(args: argparse.Namespace) -> int:
 async def _compact(args: argparse.Namespace) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
-    from rlcd.compaction.policy import CompactionPolicy, PartitionFilter, parse_byte_size
+    from rlcd.compaction.policy import (
+        ENCODINGS,
+        CompactionPolicy,
+        PartitionFilter,
+        parse_byte_size,
+    )
 
     try:
         sizes = {"target_file_size": parse_byte_size(args.target_size)} if args.target_size else {}
@@ -136,6 +146,7 @@ async def _compact(args: argparse.Namespace) -> int:
         max_bins=args.max_bins,
         partition_filter=PartitionFilter.parse(args.where) if args.where else None,
         codec=args.codec,
+        encodings=args.encodings or ENCODINGS[0],
     )
     async with open_store(args.table, s3=_s3_config(args)) as store:
         progress = BinProgress(sys.stderr)
