@@ -108,7 +108,7 @@ async def _last_compaction(store: ObjectStore, version: int) -> str | None:
 
 def _daemon_errors(settings: Settings) -> Mapping[str, str | None] | None:
     """Each table's last error per the running daemon's /healthz (None: not reachable)."""
-    listen = settings.metrics_listen
+    listen = settings.metrics.listen
     if listen is None:
         return None
     host, port = listen

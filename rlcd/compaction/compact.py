@@ -170,6 +170,7 @@ def rewrite_settings(
         partition_columns=physical_partitions,
         codec=policy.codec,
         row_group_rows=policy.row_group_rows,
+        encodings=policy.encodings,
         tight_bounds=True if config.deletion_vectors_supported else None,
         count_rows=count_rows,
         target_file_size=policy.target_file_size,

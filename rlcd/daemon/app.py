@@ -106,7 +106,7 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals, stream)
             await tg.start(run_watchdog, self.notifier)
-            listen = self.supervisor.settings.metrics_listen
+            listen = self.supervisor.settings.metrics.listen
             if listen is not None:
                 self.listening = await tg.start(
                     serve_metrics, self.metrics, self.supervisor.health, listen
