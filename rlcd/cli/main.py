@@ -32,19 +32,23 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 
 from rlcd import __version__
-from rlcd.cli.progress import BinProgress
+from rlcd.cli import daemon as daemon_commands
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
-from rlcd.compaction.compact import CompactionReport, FailureKind
-from rlcd.compaction.policy import CODECS
+from rlcd.compaction.policy import CODECS, ENCODINGS
 from rlcd.daemon.logging import configure_logging
 from rlcd.errors import ConfigError, RlcdError, StorageError, TableError
 from rlcd.storage import S3Config, open_store
+
+if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
+    from rlcd.cli.progress import BinProgress
+    from rlcd.compaction.compact import CompactionReport
 
 __all__ = ("main", "exit_code")
 
@@ -69,6 +73,8 @@ _EXIT_HELP = _DOC[_DOC.index("Exit codes:") :]
 def exit_code(report: CompactionReport) -> int:
     """0 when every planned bin committed; else 4 if any bin failed for storage, else 1 (see
     the module docstring)."""
+    from rlcd.compaction.compact import FailureKind
+
     kinds = {f.kind for f in report.failed}
     if FailureKind.STORAGE in kinds:
         return EXIT_STORAGE
@@ -124,7 +130,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Subcommand)
 
-    demo = sub.add_parser("demo", help="build a local demo table, compact it, verify it")
+    demo = sub.add_parser(
+        "demo",
+        help="run the daemon on moto S3 with three tables and a concurrent writer "
+        "(--one-shot: build a local table, compact it once, verify it)",
+    )
+    demo.add_argument(
+        "--one-shot", action="store_true", help="the local one-shot demo instead of the daemon"
+    )
+    demo.add_argument(
+        "--seconds", type=float, default=20.0, help="how long the writer runs (default 20)"
+    )
     demo.add_argument(
         "--path",
         type=Path,
@@ -132,7 +148,9 @@ def _parser() -> argparse.ArgumentParser:
         help="where to (re)create the demo table (default: ./demo-table); a directory is "
         "only replaced if an earlier demo made it",
     )
-    demo.add_argument("--files", type=int, default=24, help="small files to write (default 24)")
+    demo.add_argument(
+        "--files", type=int, default=24, help="small files per table to write (default 24)"
+    )
     demo.add_argument("--rows", type=int, default=2000, help="rows per file (default 2000)")
 
     compact = sub.add_parser(
@@ -155,7 +173,12 @@ def _parser() -> argparse.ArgumentParser:
         help="files below this are compacted, in the units of --target-size (default: half "
         "the target)",
     )
-    compact.add_argument("--where", help="partition predicate, e.g. \"date = '2026-11-30'\"")
+    compact.add_argument(
+        "--where",
+        help="only partitions where this is true, e.g. \"date >= '2026-11-01' AND n IN (1, 2)\" "
+        "(=, !=, <, <=, >, >=, IN, IS [NOT] NULL, AND, OR, NOT over partition columns; "
+        "quote strings and dates)",
+    )
     compact.add_argument("--max-bins", type=int, help="compact at most this many bins")
     compact.add_argument(
         "--codec",
@@ -169,6 +192,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="first remove rlcd's own leftovers of killed runs (unfinished uploads, uncommitted "
         "outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the longest run",
+    )
+    compact.add_argument(
+        "--encodings",
+        choices=ENCODINGS,
+        default=ENCODINGS[0],
+        help="column encodings: conservative (a dictionary while it stays small) or adaptive "
+        "(chosen per column from the data); default conservative",
     )
     _add_s3_options(compact)
 
@@ -194,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
         help="only check the live files (a HEAD each, plus their deletion vectors)",
     )
     _add_s3_options(verify)
+    daemon_commands.add_commands(sub)
     return parser
 
 
@@ -208,6 +239,12 @@ def _s3_config(args: argparse.Namespace) -> S3Config:
 
 async def _demo(args: argparse.Namespace) -> int:
     from rlcd.cli.demo import run_demo
+
+    if not args.one_shot:
+        from rlcd.cli.daemon_demo import run_daemon_demo
+
+        ok = await run_daemon_demo(sys.stdout, files=args.files, seconds=args.seconds)
+        return EXIT_OK if ok else EXIT_PROBLEM
 
     result = await run_demo(args.path.resolve(), files=args.files, rows=args.rows, out=sys.stdout)
     return EXIT_OK if result.ok else EXIT_PROBLEM
@@ -233,12 +270,10 @@ class _Run:
 
 
 async def _compact(args: argparse.Namespace, run: _Run) -> int:
+    from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
-    from rlcd.compaction.policy import (
-        CompactionPolicy,
-        PartitionFilter,
-        parse_duration,
-    )
+    from rlcd.compaction.policy import CompactionPolicy, parse_duration
+    from rlcd.delta.predicate import Predicate
 
     try:
         sizes = {"target_file_size": parse_size_flag(args.target_size)} if args.target_size else {}
@@ -253,8 +288,9 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         **sizes,
         min_file_size=min_size,
         max_bins=args.max_bins,
-        partition_filter=PartitionFilter.parse(args.where) if args.where else None,
+        partition_filter=Predicate.parse(args.where) if args.where is not None else None,
         codec=args.codec,
+        encodings=args.encodings,
     )
     async with open_store(args.table, s3=_s3_config(args)) as store:
         run.progress = progress = BinProgress(sys.stderr)
@@ -262,7 +298,7 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
             store,
             policy,
             dry_run=args.dry_run,
-            predicate=(args.where,) if args.where else (),
+            predicate=(args.where,) if args.where is not None else (),
             on_plan=progress.start,
             on_bin_done=progress.advance,
             orphan_grace_s=grace_s,
@@ -354,7 +390,10 @@ def _main(args: argparse.Namespace) -> int:
         "compact": lambda: _compact(args, run),
         "verify": lambda: _verify(args),
     }
+    daemon_handler = daemon_commands.HANDLERS.get(args.command)
     try:
+        if daemon_handler is not None:  # the daemon handles its own signals (drain, reload)
+            return anyio.run(daemon_handler, args)
         return anyio.run(_until_stopped, handlers[args.command])
     except _Stopped as stop:
         if run.report is not None:  # the work was done when the signal came

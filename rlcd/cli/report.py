@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rlcd.compaction.cleanup import CleanupReport
-from rlcd.compaction.compact import CompactionReport
-from rlcd.compaction.verify import VerifyReport
+if TYPE_CHECKING:  # for annotations only: `rlcd --help` must not import the compaction stack
+    from rlcd.compaction.cleanup import CleanupReport
+    from rlcd.compaction.compact import CompactionReport
+    from rlcd.compaction.verify import VerifyReport
 
 __all__ = (
     "print_plan",

@@ -19,7 +19,12 @@ import anyio
 import structlog
 
 from rlcd.compaction.cleanup import DEFAULT_GRACE_S, CleanupReport, clean_table
-from rlcd.compaction.commit import CommitOutcome, commit_bins, discard_outputs
+from rlcd.compaction.commit import (
+    BinResult,
+    CommitOutcome,
+    commit_bins,
+    discard_outputs,
+)
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
@@ -47,7 +52,14 @@ from rlcd.errors import (
 )
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("CompactionReport", "BinFailure", "FailureKind", "compact_table", "rewrite_settings")
+__all__ = (
+    "CompactionReport",
+    "BinFailure",
+    "FailureKind",
+    "compact_table",
+    "plan_table",
+    "rewrite_settings",
+)
 
 log = structlog.get_logger(__name__)
 
@@ -78,7 +90,8 @@ class FailureKind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class BinFailure:
-    """A bin that did not commit, why (for people) and its kind (for exit codes)."""
+    """A bin that did not commit, why (for people) and its kind (for exit codes); the
+    report's ``bin_results`` hold the commit's reason codes (for metrics)."""
 
     bin: Bin
     reason: str
@@ -98,9 +111,12 @@ class CompactionReport:
     committed_version: int | None = None
     committed: tuple[RewrittenBin, ...] = ()
     failed: tuple[BinFailure, ...] = field(default=())
-    cleanup: CleanupReport | None = None
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
     """The snapshot the run planned from (``read_version``)."""
+    cleanup: CleanupReport | None = None
+    bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
+    commit_attempts: int = 0
+    """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
     def files_removed(self) -> int:
@@ -154,6 +170,7 @@ def rewrite_settings(
         partition_columns=physical_partitions,
         codec=policy.codec,
         row_group_rows=policy.row_group_rows,
+        encodings=policy.encodings,
         tight_bounds=True if config.deletion_vectors_supported else None,
         count_rows=count_rows,
         target_file_size=policy.target_file_size,
@@ -178,11 +195,11 @@ async def compact_table(
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     on_plan: Callable[[Sequence[Bin]], None] | None = None,
     on_bin_done: Callable[[Bin], None] | None = None,
-    orphan_grace_s: float | None = DEFAULT_GRACE_S,
     snapshot: Snapshot | None = None,
     limiter: anyio.CapacityLimiter | None = None,
     memory: anyio.CapacityLimiter | None = None,
     min_file_age_ms: int = 0,
+    orphan_grace_s: float | None = DEFAULT_GRACE_S,
 ) -> CompactionReport:
     """Compact one table once.
 
@@ -214,9 +231,9 @@ async def compact_table(
     config = table_config(snapshot)
     config.ensure_writable()
     await ensure_put_if_absent_writers(store, version=snapshot.version)
-    policy = effective_policy(policy, config)
-    planned = _settled(snapshot, now_ms() - min_file_age_ms) if min_file_age_ms else snapshot
-    bins = tuple(plan_bins(planned, config, policy))
+    policy, bins = plan_table(
+        snapshot, policy, before_ms=now_ms() - min_file_age_ms if min_file_age_ms else None
+    )
     report = CompactionReport(
         store.root,
         snapshot.version,
@@ -272,11 +289,18 @@ async def compact_table(
     with anyio.CancelScope(shield=True):
         try:
             outcome: CommitOutcome = await commit_bins(
-                store, snapshot, done, predicate=predicate, now_ms=now_ms
+                store,
+                snapshot,
+                done,
+                predicate=predicate,
+                now_ms=now_ms,
+                max_masked_ratio=policy.max_masked_ratio,
             )
         except StorageError as exc:
             raise await _failed_commit(store, snapshot.version, done, exc) from exc
-    failed.extend(BinFailure(r.bin, why, FailureKind.CONFLICT) for r, why in outcome.aborted)
+    failed.extend(
+        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT) for r in outcome.aborted
+    )
     return CompactionReport(
         store.root,
         snapshot.version,
@@ -287,6 +311,8 @@ async def compact_table(
         failed=tuple(failed),
         snapshot=snapshot,
         cleanup=cleanup,
+        bin_results=outcome.results,
+        commit_attempts=outcome.attempts,
     )
 
 
@@ -332,7 +358,19 @@ async def _clean(
         return CleanupReport(store.root, grace_s, dry_run=dry_run, skipped=str(exc))
 
 
-def _settled(snapshot: Snapshot, before_ms: int) -> Snapshot:
-    """``snapshot`` without the files modified at or after ``before_ms`` (for planning)."""
-    files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
-    return snapshot if len(files) == len(snapshot.files) else replace(snapshot, files=files)
+def plan_table(
+    snapshot: Snapshot, policy: CompactionPolicy, *, before_ms: int | None = None
+) -> tuple[CompactionPolicy, tuple[Bin, ...]]:
+    """The table's effective policy and its bins, leaving out the files modified at or after
+    ``before_ms`` (younger than the minimum file age). Pure: the daemon plans every poll.
+
+    Raises:
+        UnsupportedFeatureError, ConfigError, TableError: as :func:`plan_bins`.
+    """
+    config = table_config(snapshot)
+    policy = effective_policy(policy, config)
+    if before_ms is not None:
+        files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
+        if len(files) < len(snapshot.files):
+            snapshot = replace(snapshot, files=files)
+    return policy, tuple(plan_bins(snapshot, config, policy))

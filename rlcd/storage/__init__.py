@@ -2,12 +2,18 @@
 
 Open a store for a table with :func:`open_store`. A process handling many S3 tables opens one
 :class:`S3Client` and passes it as ``client=``, so the tables share a connection pool.
+
+The S3 backend (aiobotocore, aiohttp: a fifth of a second to import) is imported only when an
+``s3://`` table is opened or one of its names is used, the way pyiceberg's ``load_file_io``
+picks and imports a backend by URI scheme: a local table or a ``--help`` never pays for it.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from rlcd.storage.base import (
     MIN_PART_SIZE,
@@ -20,8 +26,11 @@ from rlcd.storage.base import (
 )
 from rlcd.storage.local import LocalStore
 from rlcd.storage.retry import RetryPolicy
-from rlcd.storage.s3 import S3Client, S3Config, S3Store
+from rlcd.storage.s3config import S3Config
 from rlcd.storage.uri import TableUri
+
+if TYPE_CHECKING:
+    from rlcd.storage.s3 import S3Client, S3Store
 
 __all__ = (
     "open_store",
@@ -39,6 +48,18 @@ __all__ = (
     "S3Client",
     "S3Store",
 )
+
+_LAZY = {"S3Client": "rlcd.storage.s3", "S3Store": "rlcd.storage.s3"}
+"""Exported names whose module is imported on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
 
 @asynccontextmanager
@@ -69,6 +90,8 @@ async def open_store(
             store = LocalStore(table.prefix)
         else:
             if client is None:
+                from rlcd.storage.s3 import S3Client
+
                 client = await stack.enter_async_context(S3Client(s3))
             store = client.store(table)
         stack.push_async_callback(store.aclose)

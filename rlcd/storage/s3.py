@@ -24,10 +24,9 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, Literal, Self, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 import aiohttp
 from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
@@ -53,7 +52,6 @@ from rlcd.errors import (
 )
 from rlcd.storage._keys import check_key, check_prefix, check_range
 from rlcd.storage.base import (
-    MIN_PART_SIZE,
     AlreadyExists,
     ObjectMeta,
     PendingUpload,
@@ -61,17 +59,13 @@ from rlcd.storage.base import (
     Written,
 )
 from rlcd.storage.multipart import MultipartWriter
-from rlcd.storage.retry import RetryPolicy, retrying
+from rlcd.storage.retry import retrying
+from rlcd.storage.s3config import AddressingStyle, S3Config
 from rlcd.storage.uri import TableUri
 
 __all__ = ("S3Config", "S3Client", "S3Store", "AddressingStyle")
 
 _T = TypeVar("_T")
-
-AddressingStyle = Literal["auto", "virtual", "path"]
-
-_MAX_PART_SIZE = 5 * 1024**3
-"""S3's largest part."""
 
 # Error codes by what we do about them (botocore's standard retry mode lists the same ones).
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NotFound", "404", "NoSuchUpload"})
@@ -113,48 +107,6 @@ _TRANSIENT_EXCEPTIONS = (
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class S3Config:
-    """How to reach S3 or an S3-compatible store (MinIO, R2, moto).
-
-    Fields left ``None`` defer to botocore's credential chain and environment (see the module
-    docstring). ``addressing_style="path"`` suits MinIO and moto; R2 wants ``region="auto"``.
-    Credentials never appear in the ``repr``.
-    """
-
-    endpoint_url: str | None = None
-    region: str | None = None
-    profile: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = field(default=None, repr=False)
-    session_token: str | None = field(default=None, repr=False)
-    addressing_style: AddressingStyle | None = None
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 60.0
-    max_connections: int = 10
-    part_size: int = 8 * 1024 * 1024
-    list_page_size: int = 1000
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-
-    def __post_init__(self) -> None:
-        if (self.access_key_id is None) != (self.secret_access_key is None):
-            raise ConfigError("s3: access_key_id and secret_access_key go together")
-        if self.session_token is not None and self.access_key_id is None:
-            raise ConfigError("s3: session_token needs access_key_id and secret_access_key")
-        if self.addressing_style not in {None, "auto", "virtual", "path"}:
-            raise ConfigError(
-                f"s3: addressing_style {self.addressing_style!r} is not one of auto, virtual, path"
-            )
-        if self.connect_timeout_s <= 0 or self.read_timeout_s <= 0:
-            raise ConfigError("s3: timeouts must be positive")
-        if self.max_connections < 1:
-            raise ConfigError("s3: max_connections must be at least 1")
-        if not MIN_PART_SIZE <= self.part_size <= _MAX_PART_SIZE:
-            raise ConfigError(f"s3: part_size must be within [{MIN_PART_SIZE}, {_MAX_PART_SIZE}]")
-        if not 1 <= self.list_page_size <= 1000:
-            raise ConfigError("s3: list_page_size must be within [1, 1000]")
 
 
 class S3Client:

@@ -124,10 +124,14 @@ def test_bad_arguments_and_tables(tmp_path: Path) -> None:
 
 def test_demo_command_runs_the_whole_job(tmp_path: Path) -> None:
     """`rlcd demo` builds, compacts and verifies a table and says the rows are identical."""
-    result = rlcd("demo", "--path", str(tmp_path / "demo"), "--files", "9", "--rows", "300")
+    result = rlcd(
+        "demo", "--one-shot", "--path", str(tmp_path / "demo"), "--files", "9", "--rows", "300"
+    )
     assert result.returncode == 0, result.stderr
     assert "verified" in result.stdout and "identical" in result.stdout
-    again = rlcd("demo", "--path", str(tmp_path / "demo"), "--files", "3", "--rows", "4")
+    again = rlcd(
+        "demo", "--one-shot", "--path", str(tmp_path / "demo"), "--files", "3", "--rows", "4"
+    )
     assert again.returncode == 0, again.stderr  # an earlier demo table is recreated
 
 
@@ -135,11 +139,11 @@ def test_demo_never_deletes_what_it_did_not_make(tmp_path: Path) -> None:
     """A --path holding anything but a demo table is refused (exit 2) and left as it was; so
     are arguments the demo cannot run with."""
     (tmp_path / "thesis.txt").write_text("years of work")
-    result = rlcd("demo", "--path", str(tmp_path), "--files", "3", "--rows", "4")
+    result = rlcd("demo", "--one-shot", "--path", str(tmp_path), "--files", "3", "--rows", "4")
     assert result.returncode == 2 and "is not a demo table rlcd made" in result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["thesis.txt"]
     for args in (("--files", "2"), ("--rows", "0")):
-        bad = rlcd("demo", "--path", str(tmp_path / "d"), *args)
+        bad = rlcd("demo", "--one-shot", "--path", str(tmp_path / "d"), *args)
         assert bad.returncode == 2 and "the demo needs" in bad.stderr, bad.stderr
 
 

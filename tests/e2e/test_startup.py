@@ -1,0 +1,52 @@
+"""What the ``rlcd`` command imports before it does anything: a one-shot command pays only
+for the stack its table needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.tables import partitioned
+
+pytestmark = pytest.mark.e2e
+
+S3_STACK = ("aiobotocore", "aiohttp", "botocore", "rlcd.storage.s3")
+
+
+def imported(*args: str) -> set[str]:
+    """Every module ``python -X importtime -m rlcd *args`` imports (its importtime lines)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "rlcd", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    names = {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # [0] is the header
+    assert "rlcd.cli.main" in names
+    return names
+
+
+def _under(names: set[str], packages: tuple[str, ...]) -> set[str]:
+    return {n for n in names if n in packages or n.startswith(tuple(p + "." for p in packages))}
+
+
+def test_help_imports_neither_s3_nor_arrow() -> None:
+    """``rlcd --help`` imports no aiobotocore, aiohttp or botocore, no pyarrow and no
+    compaction module but the pure policy (its codecs and sizes, no dependencies): it reads its
+    arguments before loading any of them."""
+    names = imported("--help")
+    assert _under(names, (*S3_STACK, "pyarrow", "numpy")) == set()
+    assert _under(names, ("rlcd.compaction",)) <= {"rlcd.compaction", "rlcd.compaction.policy"}
+
+
+def test_local_compaction_imports_no_s3_module(tmp_path: Path) -> None:
+    """Compacting a local table commits without importing the S3 backend or its stack."""
+    partitioned(tmp_path)
+    names = imported("compact", str(tmp_path))
+    assert "rlcd.compaction.rewrite" in names  # it did compact
+    assert _under(names, S3_STACK) == set()
