@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from rlcd.compaction.remap import DV_RESTORED
 from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import canonical_path
@@ -38,7 +39,6 @@ __all__ = (
     "AMBIGUOUS_CHANGE",
     "UNEXPECTED_TOMBSTONE",
     "SOURCE_REWRITTEN",
-    "DV_SHRANK",
     "DVS_NOT_ENABLED",
     "REASONS",
     "Retry",
@@ -61,7 +61,6 @@ SOURCE_READDED: Final = "source_readded"
 AMBIGUOUS_CHANGE: Final = "ambiguous_change"
 UNEXPECTED_TOMBSTONE: Final = "unexpected_tombstone"
 SOURCE_REWRITTEN: Final = "source_rewritten"
-DV_SHRANK: Final = "dv_shrank"
 DVS_NOT_ENABLED: Final = "dvs_not_enabled"
 REASONS: Final = (
     METADATA_CHANGED,
@@ -71,7 +70,7 @@ REASONS: Final = (
     AMBIGUOUS_CHANGE,
     UNEXPECTED_TOMBSTONE,
     SOURCE_REWRITTEN,
-    DV_SHRANK,
+    DV_RESTORED,
     DVS_NOT_ENABLED,
 )
 """Every reason code this module gives (the reconcile adds its own)."""
@@ -190,7 +189,7 @@ SOURCE_RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "updated the source's DV to fewer rows (a restore)",
         _shrank,
-        _abort(DV_SHRANK, "its new DV deletes fewer rows"),
+        _abort(DV_RESTORED, "its new DV deletes fewer rows"),
     ),
     Rule(
         "updated the source's DV, and the table takes no new DVs",

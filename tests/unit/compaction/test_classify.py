@@ -77,7 +77,7 @@ def test_dv_update_that_shrank_aborts() -> None:
     live = _with_dv(A1, 1, 2)
     sources = {**SOURCES, "a1.parquet": ("a", live)}
     decisions = _classify([_remove(live), _with_dv(A1, 1)], sources)
-    assert _reason(decisions["a"]) == "dv_shrank" and decisions["b"] == Retry()
+    assert _reason(decisions["a"]) == "dv_restored" and decisions["b"] == Retry()
 
 
 def test_copy_on_write_remove_masks() -> None:
