@@ -37,7 +37,7 @@ from rlcd.compaction.dml import delete_rows
 from rlcd.delta.load import load_snapshot, read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.errors import ConcurrentModificationError
-from rlcd.storage import S3Config, open_store
+from rlcd.storage import S3Client, S3Config, open_store
 
 __all__ = (
     "TableSpec",
@@ -48,6 +48,8 @@ __all__ = (
     "deltalake_ids",
     "run_daemon_demo",
     "DEMO_TABLES",
+    "rows",
+    "wait_converged",
 )
 
 _PARTS = ("a", "b", "c")
@@ -295,15 +297,14 @@ async def _converged(w: Workload, config: Path) -> bool:
     from rlcd.storage.uri import TableUri
 
     settings = load_settings(config)
-    for spec in w.specs:
-        async with open_store(w.uri(spec), s3=w.s3) as store:
-            snapshot = await load_snapshot(store)
-        policy = settings.policy_for(TableUri.parse(w.uri(spec)))
-        if (
-            trigger_for(policy).reason(Backlog.of(plan_table(snapshot, policy.compaction)[1]))
-            is not None
-        ):
-            return False
+    async with S3Client(w.s3) as client:
+        for spec in w.specs:
+            uri = TableUri.parse(w.uri(spec))
+            snapshot = await load_snapshot(client.store(uri))
+            policy = settings.policy_for(uri)
+            backlog = Backlog.of(plan_table(snapshot, policy.compaction)[1])
+            if trigger_for(policy).reason(backlog) is not None:
+                return False
     return True
 
 

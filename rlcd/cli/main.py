@@ -41,7 +41,7 @@ from rlcd import __version__
 from rlcd.cli import daemon as daemon_commands
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
-from rlcd.compaction.policy import CODECS
+from rlcd.compaction.policy import CODECS, ENCODINGS
 from rlcd.daemon.logging import configure_logging
 from rlcd.errors import ConfigError, RlcdError, StorageError, TableError
 from rlcd.storage import S3Config, open_store
@@ -193,6 +193,13 @@ def _parser() -> argparse.ArgumentParser:
         help="first remove rlcd's own leftovers of killed runs (unfinished uploads, uncommitted "
         "outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the longest run",
     )
+    compact.add_argument(
+        "--encodings",
+        choices=ENCODINGS,
+        default=ENCODINGS[0],
+        help="column encodings: conservative (a dictionary while it stays small) or adaptive "
+        "(chosen per column from the data); default conservative",
+    )
     _add_s3_options(compact)
 
     verify = sub.add_parser(
@@ -283,6 +290,7 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         max_bins=args.max_bins,
         partition_filter=Predicate.parse(args.where) if args.where is not None else None,
         codec=args.codec,
+        encodings=args.encodings,
     )
     async with open_store(args.table, s3=_s3_config(args)) as store:
         run.progress = progress = BinProgress(sys.stderr)

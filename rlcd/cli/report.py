@@ -121,11 +121,11 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
     if files is None:
         out.write("files: not checked\n")
     else:
-        footers = f", {_count(files.footers, 'footer')} read" if files.footers else ""
+        footers = f", {count(files.footers, 'footer')} read" if files.footers else ""
         out.write(
-            f"files: {_count(files.files, 'live file')} checked "
-            f"({_count(files.dvs, 'deletion vector')}{footers}): "
-            f"{_count(len(files.problems), 'problem')}\n"
+            f"files: {count(files.files, 'live file')} checked "
+            f"({count(files.dvs, 'deletion vector')}{footers}): "
+            f"{count(len(files.problems), 'problem')}\n"
         )
         for file_problem in files.problems:
             out.write(f"  problem: {file_problem}\n")
@@ -139,7 +139,7 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
         skipped = statuses.count("skipped")
         why = f" ({_GONE})" if skipped else ""
         out.write(
-            f"tags: {_count(len(commits), 'tagged commit')}: {statuses.count('ok')} ok, "
+            f"tags: {count(len(commits), 'tagged commit')}: {statuses.count('ok')} ok, "
             f"{skipped} skipped{why}, {statuses.count('FAILED')} failed\n"
         )
     for c in commits or ():
@@ -157,11 +157,7 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
     if report.ok:
         out.write(f"verified{code}\n")
     else:
-        out.write(f"verification FAILED: {_count(report.problems, 'problem')}{code}\n")
+        out.write(f"verification FAILED: {count(report.problems, 'problem')}{code}\n")
 
 
 _GONE = "gone from storage"  # vacuumed since: history, not a problem
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -19,7 +19,12 @@ import anyio
 import structlog
 
 from rlcd.compaction.cleanup import DEFAULT_GRACE_S, CleanupReport, clean_table
-from rlcd.compaction.commit import BinResult, CommitOutcome, commit_bins, discard_outputs
+from rlcd.compaction.commit import (
+    BinResult,
+    CommitOutcome,
+    commit_bins,
+    discard_outputs,
+)
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
@@ -85,7 +90,8 @@ class FailureKind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class BinFailure:
-    """A bin that did not commit, why (for people) and its kind (for exit codes)."""
+    """A bin that did not commit, why (for people) and its kind (for exit codes); the
+    report's ``bin_results`` hold the commit's reason codes (for metrics)."""
 
     bin: Bin
     reason: str
@@ -109,6 +115,8 @@ class CompactionReport:
     """The snapshot the run planned from (``read_version``)."""
     cleanup: CleanupReport | None = None
     bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
+    commit_attempts: int = 0
+    """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
     def files_removed(self) -> int:
@@ -162,6 +170,7 @@ def rewrite_settings(
         partition_columns=physical_partitions,
         codec=policy.codec,
         row_group_rows=policy.row_group_rows,
+        encodings=policy.encodings,
         tight_bounds=True if config.deletion_vectors_supported else None,
         count_rows=count_rows,
         target_file_size=policy.target_file_size,
@@ -289,7 +298,9 @@ async def compact_table(
             )
         except StorageError as exc:
             raise await _failed_commit(store, snapshot.version, done, exc) from exc
-    failed.extend(BinFailure(r.bin, why, FailureKind.CONFLICT) for r, why in outcome.aborted)
+    failed.extend(
+        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT) for r in outcome.aborted
+    )
     return CompactionReport(
         store.root,
         snapshot.version,
@@ -301,6 +312,7 @@ async def compact_table(
         snapshot=snapshot,
         cleanup=cleanup,
         bin_results=outcome.results,
+        commit_attempts=outcome.attempts,
     )
 
 

@@ -24,6 +24,9 @@ configuration as it does in Spark and Databricks. The planner (``plan.py``, desi
   planner binds to the table's partition columns; only files whose partition values make it
   TRUE are candidates.
 * ``codec`` and ``row_group_rows``: how the rewrite encodes its outputs.
+* ``encodings``: ``conservative`` (a dictionary on every column while it stays small) or
+  ``adaptive`` (per-column encodings chosen from the data, ``encodings.py``).
+
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = (
     "DEFAULT_MAX_DELETED_ROWS_RATIO",
     "DEFAULT_ROW_GROUP_ROWS",
     "CODECS",
+    "ENCODINGS",
     "TARGET_FILE_SIZE_PROPERTY",
     "CompactionPolicy",
     "parse_byte_size",
@@ -61,6 +65,9 @@ MAX_ROW_GROUP_ROWS: Final = 64 * 1024 * 1024  # pyarrow splits longer row groups
 CODECS: Final = frozenset({"zstd", "snappy", "gzip", "none"})
 """Parquet codecs every Delta reader handles, spelled as pyarrow's ``compression`` takes them
 (``none``: uncompressed). LZ4 (Hadoop framing vs LZ4_RAW) and Brotli are not universal."""
+
+ENCODINGS: Final = ("conservative", "adaptive")
+"""How outputs choose their column encodings (the first is the default)."""
 
 TARGET_FILE_SIZE_PROPERTY: Final = "delta.targetFileSize"
 
@@ -122,7 +129,8 @@ class CompactionPolicy:
     Invariants (checked on construction, raising :class:`ConfigError` that names the field):
     sizes are positive integers (``min_file_size`` may be 0: purge DVs only);
     ``2 * min_file_size <= target_file_size``; ``0 <= max_deleted_rows_ratio <= 1``;
-    ``max_bins`` is None or at least 1; ``codec`` is one of :data:`CODECS`;
+    ``max_bins`` is None or at least 1; ``codec`` is one of :data:`CODECS`; ``encodings`` one
+    of :data:`ENCODINGS`;
     ``1 <= row_group_rows <= MAX_ROW_GROUP_ROWS``.
     """
 
@@ -136,6 +144,7 @@ class CompactionPolicy:
     # the largest deleted fraction of an output that masking a source rewritten by a winning
     # copy-on-write DML may leave (above it the bin aborts instead; design §4)
     max_masked_ratio: float = 0.5
+    encodings: str = ENCODINGS[0]
 
     def __post_init__(self) -> None:
         _check_count("target_file_size", self.target_file_size, minimum=1)
@@ -161,6 +170,10 @@ class CompactionPolicy:
                 f"codec must be one of {', '.join(sorted(CODECS))}, got {self.codec!r}"
             )
         _check_count("row_group_rows", self.row_group_rows, minimum=1)
+        if self.encodings not in ENCODINGS:
+            raise ConfigError(
+                f"encodings must be one of {', '.join(ENCODINGS)}, got {self.encodings!r}"
+            )
         if self.row_group_rows > MAX_ROW_GROUP_ROWS:
             raise ConfigError(
                 f"row_group_rows must be at most {MAX_ROW_GROUP_ROWS} (pyarrow's longest row "

@@ -152,7 +152,7 @@ async def _spill(store: ObjectStore, key: str, size: int) -> str:
 class DecodedSource:
     """A fetched source opened for decoding (in a worker thread: opening parses the footer).
 
-    ``physical_rows`` is the footer's row count, the ``P`` of the design's capture guard.
+    ``physical_rows`` is the ``footer``'s row count, the ``P`` of the design's capture guard.
 
     Raises:
         CorruptDataError: the bytes are not a readable Parquet file, or the DV deletes a row
@@ -173,7 +173,8 @@ class DecodedSource:
             self._parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         except (pa.ArrowException, OSError) as exc:
             raise CorruptDataError(f"not a readable Parquet file: {exc}", **self._where) from exc
-        self.physical_rows: int = self._parquet.metadata.num_rows
+        self.footer: pq.FileMetaData = self._parquet.metadata
+        self.physical_rows: int = self.footer.num_rows
         file_fields = list(self._parquet.schema_arrow)
         if options.by_field_id and file_fields and not any(map(_field_id, file_fields)):
             # column mapping id mode resolves columns by field id: without ids every column

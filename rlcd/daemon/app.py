@@ -95,7 +95,7 @@ class Daemon:
             log.error("config_reload_failed", path=self.path, error=str(exc))
             return
         if settings.s3 != self.supervisor.settings.s3:
-            log.warning("config_s3_unchanged", path=self.path, reason="s3 settings need a restart")
+            log.warning("config_s3_needs_restart", path=self.path)
         _configure(settings, stream)
         self.supervisor.apply(settings)
         log.info("config_reloaded", path=self.path, tables=len(settings.tables))

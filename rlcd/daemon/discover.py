@@ -1,9 +1,10 @@
 """Discovery: the Delta tables under a prefix (a ``[[discover]]`` entry of the config).
 
 A table is a directory holding ``_delta_log/``. The prefix is listed recursively (the store
-contract has no delimiter listing); once a table's log is seen the listing restarts past the
-whole table, so a table's data files (which mostly sort after ``_delta_log``: ``part-…``,
-``date=…``) are not walked. Depth, include and exclude rules are the entry's
+contract has no delimiter listing), once; when a table's log is seen, its keys are passed
+over, and after :data:`SKIP_BEFORE_RESTART` of them the listing restarts past the whole table,
+so a big table's data files (which mostly sort after ``_delta_log``: ``part-…``, ``date=…``)
+are not walked. Depth, include and exclude rules are the entry's
 (:meth:`DiscoverEntry.accepts`).
 """
 
@@ -16,7 +17,11 @@ from rlcd.delta.log_path import LOG_DIR
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.uri import TableUri
 
-__all__ = ("discover_tables", "table_uri")
+__all__ = ("discover_tables", "table_uri", "SKIP_BEFORE_RESTART")
+
+SKIP_BEFORE_RESTART = 1000
+"""Keys of one table passed over in the running listing before restarting it past the table
+(one S3 page: a small table costs no extra request, a big one not a walk of its files)."""
 
 _PAST = "\U0010ffff"
 """Sorts after any character a key holds: ``start_after=f"{table}/{_PAST}"`` skips the table."""
@@ -41,18 +46,23 @@ async def discover_tables(store: ObjectStore, entry: DiscoverEntry) -> list[Tabl
     marker = f"/{LOG_DIR}/"
     start: str | None = None
     while True:
+        table: str | None = None  # the table whose keys are being passed over
+        skipped = 0
         restart = None
         async for meta in store.list("", start_after=start):
             key = f"/{meta.key}"
+            if table and key.startswith(f"/{table}/"):
+                skipped += 1
+                if skipped > SKIP_BEFORE_RESTART:
+                    restart = f"{table}/{_PAST}"
+                    break
+                continue
             at = key.find(marker)
             if at < 0:
                 continue
-            relative = key[1:at]
-            if relative and entry.accepts(relative):
-                found.append(table_uri(entry.prefix, relative))
-            # skip the rest of this table (or, for the prefix itself, of its log)
-            restart = f"{relative}/{_PAST}" if relative else f"{LOG_DIR}/{_PAST}"
-            break
+            table, skipped = key[1:at], 0
+            if table and entry.accepts(table):
+                found.append(table_uri(entry.prefix, table))
         if restart is None:
-            return sorted(found, key=str)
+            return sorted(set(found), key=str)
         start = restart

@@ -15,7 +15,6 @@ address (port 0 picks a free port) once it listens.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
@@ -28,14 +27,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from rlcd import __version__
+from rlcd.compaction.commit import BinAborted
 from rlcd.compaction.compact import BinFailure, CompactionReport
 from rlcd.errors import ConfigError
 
 __all__ = (
     "BIN_DURATION_BUCKETS",
-    "ABORT_REASONS",
-    "CONFLICT_REASONS",
-    "abort_reason",
     "Metrics",
     "TableHealth",
     "Health",
@@ -46,28 +43,10 @@ __all__ = (
 BIN_DURATION_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 """Seconds, from a small bin on local disk to a 1 GiB bin fetched from S3."""
 
-# Why a bin did not commit, read from :attr:`BinFailure.reason` (free text today): the first
-# rule whose pattern matches gives the label. The conflict codes say what the winner did.
-_ABORT_RULES: Final = (
-    (re.compile(r"version \d+ \(.*\) changed the table's metaData"), "metadata_changed"),
-    (re.compile(r"version \d+ \(.*\) changed the table's protocol"), "protocol_changed"),
-    (re.compile(r"version \d+ \(.*\) removed or changed source"), "source_changed"),
-    (re.compile(r"gave up after \d+ commit attempts"), "commit_attempts_exhausted"),
-    (re.compile(r"unexpected \w+ while rewriting"), "internal_error"),
-)
-CONFLICT_REASONS: Final = frozenset({"metadata_changed", "protocol_changed", "source_changed"})
-"""Abort reasons that are lost commit races, counted as conflicts by that kind too."""
-ABORT_REASONS: Final = (*(code for _, code in _ABORT_RULES), "read_error")
-"""Every label :func:`abort_reason` gives; ``read_error`` is a bin whose sources or store
-failed while it was rewritten."""
 
-
-def abort_reason(failure: BinFailure) -> str:
-    """The reason code (one of :data:`ABORT_REASONS`) for a bin that did not commit."""
-    for pattern, code in _ABORT_RULES:
-        if pattern.match(failure.reason):
-            return code
-    return "read_error"
+def _failure_reason(failure: BinFailure) -> str:
+    """The label of a bin that failed before its commit: where, and the kind of failure."""
+    return f"rewrite_{failure.kind.value}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +113,9 @@ class Metrics:
         self.written_bytes = self._counter(
             "rlcd_written_bytes", "Bytes of the output files committed bins added"
         )
-        self.bins_committed = self._counter("rlcd_bins_committed", "Bins committed")
+        self.bins_committed = self._counter(
+            "rlcd_bins_committed", "Bins committed, by decision (reconciled or not)", "decision"
+        )
         self.bins_aborted = self._counter(
             "rlcd_bins_aborted", "Bins that did not commit, by reason (outputs deleted)", "reason"
         )
@@ -142,7 +123,7 @@ class Metrics:
             "rlcd_commit_attempts", "Commit puts tried (put-if-absent)"
         )
         self.conflicts = self._counter(
-            "rlcd_commit_conflicts", "Bins lost to a concurrent writer, by what it did", "kind"
+            "rlcd_commit_conflicts", "Bins a concurrent commit touched, by the outcome", "kind"
         )
         self.errors = self._counter(
             "rlcd_table_errors", "Failed polls or runs of a table, by error type", "error"
@@ -192,26 +173,35 @@ class Metrics:
         return metric
 
     def record_compaction(self, table: str, report: CompactionReport, *, now_s: float) -> None:
-        """Count what one run of ``table`` committed and aborted (``now_s``: Unix time)."""
+        """Count what one run of ``table`` committed and aborted (``now_s``: Unix time).
+
+        A committed bin is counted by its decision (``committed``, ``reconciled_by_remap``,
+        ``reconciled_by_mask``); an aborted one by its reason: the abort's code, or
+        ``rewrite_<kind>`` when it failed before the commit. A bin a concurrent writer's commit
+        touched is a conflict, of the kind its reconciliation or abort says.
+        """
         if report.dry_run:
             return
         self.compacted_files.labels(table).inc(report.files_removed)
         self.compacted_bytes.labels(table).inc(report.bytes_removed)
         self.written_files.labels(table).inc(report.files_added)
         self.written_bytes.labels(table).inc(report.bytes_added)
-        self.bins_committed.labels(table).inc(len(report.committed))
+        self.commit_attempts.labels(table).inc(report.commit_attempts)
+        for result in report.bin_results:
+            if isinstance(result, BinAborted):
+                self.bins_aborted.labels(table, result.abort.reason).inc()
+                self.conflicts.labels(table, result.abort.reason).inc()
+                continue
+            self.bins_committed.labels(table, result.decision).inc()
+            if result.decision != "committed":
+                self.conflicts.labels(table, result.decision).inc()
+        judged = {r.done.bin.bin_id for r in report.bin_results}
         for failure in report.failed:
-            reason = abort_reason(failure)
-            self.bins_aborted.labels(table, reason).inc()
-            if reason in CONFLICT_REASONS:
-                self.conflicts.labels(table, reason).inc()
+            if failure.bin.bin_id not in judged:
+                self.bins_aborted.labels(table, _failure_reason(failure)).inc()
         if report.committed_version is not None:
             self.version.labels(table).set(report.committed_version)
             self.last_compaction.labels(table).set(now_s)
-
-    def record_commit_attempts(self, table: str, attempts: int) -> None:
-        """Count the put-if-absent attempts one commit took."""
-        self.commit_attempts.labels(table).inc(attempts)
 
     def observe_bin(self, seconds: float) -> None:
         """One bin ended (committed, aborted or failed) after ``seconds``."""

@@ -173,6 +173,7 @@ class Supervisor:
         self._running: set[str] = set()
         self._stopping = False
         self._started = False
+        self._poll_now = False
         self._errors_at: dict[str, float] = {}
         self._wake = anyio.Event()
         self._work: anyio.abc.TaskGroup | None = None
@@ -189,6 +190,7 @@ class Supervisor:
         self.settings = settings
         self._limits.resize(settings)
         self._discovered.clear()
+        self._poll_now = True
         self._wake.set()
 
     def health(self) -> Health:
@@ -234,18 +236,24 @@ class Supervisor:
 
     async def run(self, *, once: bool = False) -> None:
         """Run until :meth:`stop` (or one pass with ``once``); then drain and return."""
+        next_poll = -math.inf
         async with anyio.create_task_group() as work:
             self._work = work
             while not self._stopping:
-                await self._refresh_tables()
-                await self._clean_due()
-                await self._poll_all()
+                if self._clock() >= next_poll or self._poll_now:
+                    # a run that ends only wakes the loop to start the next: the tables are
+                    # polled on the interval (or at once after a reload), not per wake-up
+                    self._poll_now = False
+                    await self._refresh_tables()
+                    await self._clean_due()
+                    await self._poll_all()
+                    next_poll = self._clock() + self.settings.daemon.poll_interval_s
                 self._start_ready()
                 self._started = True
                 self._report_status()
                 if once and not self._running:
                     break
-                await self._sleep(None if once else self.settings.daemon.poll_interval_s)
+                await self._sleep(None if once else max(0.0, next_poll - self._clock()))
             await self._drain()
             work.cancel_scope.cancel()
 
@@ -297,10 +305,12 @@ class Supervisor:
             if t is None:
                 self._tables[name] = _Table(uri, policy, self._store_for(uri))
                 log.info("table_added", table=name)
-            elif t.policy != policy:
-                t.policy, t.replan_at_ms = policy, 0
-        for name in [n for n in self._tables if n not in wanted]:
-            self._tables[name].removed = True
+            else:
+                t.removed = False  # removed while it ran, and added back
+                if t.policy != policy:
+                    t.policy, t.replan_at_ms = policy, 0
+        for name in [n for n, t in self._tables.items() if n not in wanted and not t.removed]:
+            self._tables[name].removed = True  # a run in flight ends first (see _compact)
             if name not in self._running:
                 del self._tables[name]
             self.metrics.forget_table(name)

@@ -1023,7 +1023,10 @@ def _mask(expr: BoundExpr, column: Callable[[BoundColumn], Any]) -> Any:
             return pc.is_valid(column(c)) if negated else pc.is_null(column(c))
         case BoundIn(column=c, values=values, negated=negated):
             array = column(c)
-            found = pc.is_in(array, value_set=pa.array(list(values), to_arrow_type(c.dtype)))
+            value_set = pa.array(list(values), to_arrow_type(c.dtype))
+            if c.is_float:  # is_in tells -0.0 from 0.0 by their bits; x + 0.0 makes both 0.0
+                array, value_set = pc.add(array, 0.0), pc.add(value_set, 0.0)
+            found = pc.is_in(array, value_set=value_set)
             found = pc.invert(found) if negated else found
             return pc.if_else(pc.is_valid(array), found, pa.scalar(None, pa.bool_()))
         case BoundCompare(column=c, op=op, value=value):

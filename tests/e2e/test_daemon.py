@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import urllib.request
 import uuid
@@ -22,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rlcd.cli.daemon_demo import DEMO_TABLES, DaemonProcess, TableSpec, Workload, wait_converged
 from rlcd.compaction.orphans import is_own_file, json_references, referenced
 from tests.contract.faultproxy import Fault, FaultProxy
+from tests.integration.tables import append, batch, live_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
@@ -247,6 +250,31 @@ async def test_sigterm_during_a_rewrite_exits_cleanly_within_the_grace(
     assert await anyio.to_thread.run_sync(w.check, spec)
 
 
+async def test_sigterm_lets_a_bin_in_flight_finish_within_the_grace(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str
+) -> None:
+    """SIGTERM while a bin is slowed down (one source read hangs a moment) lets it finish and
+    commit within the grace period, then exits 0; no new run starts."""
+    spec = TableSpec("drain")
+    w = Workload(s3_bucket, moto_endpoint, [spec])
+    for _ in range(4):
+        await w.append(spec)
+    proxy = FaultProxy(moto_endpoint, hang_s=2)
+    with proxy.running():
+        proxy.inject(Fault.HANG, times=1, method="GET", contains="/part-")
+        daemon = start(tmp_path, config_text(proxy.url, s3_bucket, grace="60s"))
+        try:
+            await until(lambda: proxy.count("GET", "/part-") > 0, within_s=30, what="a rewrite")
+            daemon.signal(signal.SIGTERM)
+            code = await anyio.to_thread.run_sync(daemon.wait, 60.0)
+        finally:
+            daemon.kill()
+    assert code == 0
+    assert event(daemon, "bin_committed") and not event(daemon, "drain_cancelled")
+    assert unreferenced_rlcd_files(w, spec) == []
+    assert await anyio.to_thread.run_sync(w.check, spec)
+
+
 async def test_kill_9_during_a_rewrite_and_a_commit_then_restart(
     tmp_path: Path, s3_bucket: str, moto_endpoint: str
 ) -> None:
@@ -291,3 +319,54 @@ async def test_kill_9_during_a_rewrite_and_a_commit_then_restart(
     assert unreferenced_rlcd_files(w, spec) == []
     assert uploads(moto_endpoint, s3_bucket) == 0
     assert await anyio.to_thread.run_sync(w.check, spec)
+
+
+def rlcd_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlcd", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        check=False,
+    )
+
+
+LOCAL_CONFIG = """
+[metrics]
+listen = ""
+[[discover]]
+prefix = "tables"
+[discover.policy]
+min_small_files = 2
+min_interval = "0s"
+min_file_age = "0s"
+"""
+
+
+def test_config_check_run_once_and_status_on_local_tables(tmp_path: Path) -> None:
+    """config check prints the effective policies (exit 0) or names the bad key (exit 2);
+    run --once compacts the due tables and exits 0; status shows each table's version, files,
+    backlog and the compaction rlcd committed."""
+    for name in ("a", "b"):
+        for i in range(3):
+            append(tmp_path / "tables" / name, batch(i * 10, 10))
+    (tmp_path / "rlcd.toml").write_text(LOCAL_CONFIG)
+    check = rlcd_cli("config", "check", "rlcd.toml", cwd=tmp_path)
+    assert check.returncode == 0, check.stderr
+    assert "due at 2 small files in a partition" in check.stdout
+    (tmp_path / "bad.toml").write_text(LOCAL_CONFIG.replace("min_small_files = 2", "min_small = 2"))
+    bad = rlcd_cli("config", "check", "bad.toml", cwd=tmp_path)
+    assert bad.returncode == 2 and "discover[0].policy.min_small" in bad.stderr
+    before = rlcd_cli("status", "--config", "rlcd.toml", cwd=tmp_path)
+    assert before.returncode == 0, before.stderr
+    assert "version 2, 3 files, 3 to compact" in before.stdout
+    assert "last rlcd compaction: none recently" in before.stdout
+    once = rlcd_cli("run", "--config", "rlcd.toml", "--once", cwd=tmp_path)
+    assert once.returncode == 0, once.stdout + once.stderr
+    assert once.stdout.count('"event": "bin_committed"') == 2
+    after = rlcd_cli("status", "--config", "rlcd.toml", cwd=tmp_path)
+    assert after.stdout.count("version 3, 1 files, 0 to compact") == 2
+    assert after.stdout.count("last rlcd compaction: version 3 at ") == 2
+    for name in ("a", "b"):
+        assert live_files(tmp_path / "tables" / name) == 1

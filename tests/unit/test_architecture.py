@@ -33,6 +33,7 @@ PURE = [
     "rlcd.compaction.policy",
     "rlcd.compaction.plan",
     "rlcd.compaction.counter",
+    "rlcd.compaction.encodings",
     "rlcd.compaction.stats",
     "rlcd.compaction.tags",
     "rlcd.compaction.classify",

@@ -10,20 +10,15 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rlcd.compaction.classify import classify_winners
-from rlcd.compaction.compact import BinFailure, CompactionReport
+from rlcd.compaction.classify import SOURCE_COMPACTED
+from rlcd.compaction.commit import BinAborted, BinCommitted
+from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.rewrite import RewrittenBin
-from rlcd.daemon.metrics import (
-    ABORT_REASONS,
-    Health,
-    Metrics,
-    TableHealth,
-    abort_reason,
-    serve_metrics,
-)
-from rlcd.delta.actions import AddFile, CommitInfo, Metadata
+from rlcd.daemon.metrics import Health, Metrics, TableHealth, serve_metrics
+from rlcd.delta.actions import AddFile
+from rlcd.delta.outcome import Abort
 from rlcd.errors import ConfigError
 
 T = "s3://lake/orders"
@@ -39,33 +34,31 @@ def written(b: Bin, size: int) -> RewrittenBin:
     return RewrittenBin(b, "out.parquet", "out.parquet", size, 0, 10, None, (), (5, 5), (0, 5))
 
 
-def failure(b: Bin, winners: list[tuple[int, list[object]]]) -> BinFailure:
-    """The failure the commit records when these winners beat the bin (real classifier text)."""
-    (abort,) = classify_winners([b], winners).values()  # type: ignore[arg-type]
-    return BinFailure(b, abort.reason)
-
-
 def report() -> CompactionReport:
-    ok = small_bin("a", "b", "c")
-    lost = small_bin("d", "e")
-    changed = small_bin("f", "g")
+    """Four bins: one committed, one committed after a remap, one aborted by a winner that
+    compacted its sources, one whose source could not be read."""
+    ok = written(small_bin("a", "b", "c"), 2500)
+    remapped = written(small_bin("d", "e"), 1500)
+    lost = written(small_bin("f", "g"), 1200)
     broken = small_bin("h", "i")
-    removed = [
-        CommitInfo(operation="DELETE"),
-        AddFile(path="d").tombstone(now_ms=0, data_change=True),
-    ]
+    abort = Abort(SOURCE_COMPACTED, "version 8 (OPTIMIZE) removed f")
     return CompactionReport(
         T,
         read_version=7,
         policy=CompactionPolicy(),
-        planned=(ok, lost, changed, broken),
-        committed_version=8,
-        committed=(written(ok, 2500),),
+        planned=(ok.bin, remapped.bin, lost.bin, broken),
+        committed_version=9,
+        committed=(ok, remapped),
         failed=(
-            failure(lost, [(8, removed)]),
-            failure(changed, [(8, [Metadata(id="x")])]),
-            BinFailure(broken, "get h: not found"),
+            BinFailure(broken, "get h: not found", FailureKind.STORAGE),
+            BinFailure(lost.bin, str(abort), FailureKind.CONFLICT),
         ),
+        bin_results=(
+            BinCommitted(ok),
+            BinCommitted(remapped, remapped_sources=1),
+            BinAborted(lost, abort),
+        ),
+        commit_attempts=2,
     )
 
 
@@ -85,17 +78,22 @@ def test_a_report_becomes_files_bytes_bins_and_conflicts() -> None:
     m.record_compaction(T, report(), now_s=1_700_000_000.0)
     got = samples(m)
     t = (("table", T),)
-    assert got[("rlcd_compacted_files_total", t)] == 3
-    assert got[("rlcd_compacted_bytes_total", t)] == 3000
-    assert got[("rlcd_written_files_total", t)] == 1
-    assert got[("rlcd_written_bytes_total", t)] == 2500
-    assert got[("rlcd_bins_committed_total", t)] == 1
-    for reason in ("source_changed", "metadata_changed", "read_error"):
-        assert got[("rlcd_bins_aborted_total", (("reason", reason), *t))] == 1
-    assert got[("rlcd_commit_conflicts_total", (("kind", "source_changed"), *t))] == 1
-    assert got[("rlcd_commit_conflicts_total", (("kind", "metadata_changed"), *t))] == 1
-    assert ("rlcd_commit_conflicts_total", (("kind", "read_error"), *t)) not in got
-    assert got[("rlcd_table_version", t)] == 8
+    assert got[("rlcd_compacted_files_total", t)] == 5
+    assert got[("rlcd_compacted_bytes_total", t)] == 5000
+    assert got[("rlcd_written_files_total", t)] == 2
+    assert got[("rlcd_written_bytes_total", t)] == 4000
+    assert got[("rlcd_commit_attempts_total", t)] == 2
+    committed = {
+        dict(k[1])["decision"]: v for k, v in got.items() if k[0] == "rlcd_bins_committed_total"
+    }
+    assert committed == {"committed": 1, "reconciled_by_remap": 1}
+    aborted = {dict(k[1])["reason"]: v for k, v in got.items() if k[0] == "rlcd_bins_aborted_total"}
+    assert aborted == {"source_compacted": 1, "rewrite_storage": 1}
+    conflicts = {
+        dict(k[1])["kind"]: v for k, v in got.items() if k[0] == "rlcd_commit_conflicts_total"
+    }
+    assert conflicts == {"source_compacted": 1, "reconciled_by_remap": 1}
+    assert got[("rlcd_table_version", t)] == 9
     assert got[("rlcd_table_last_compaction_timestamp_seconds", t)] == 1_700_000_000.0
 
 
@@ -106,29 +104,11 @@ def test_a_dry_run_counts_nothing() -> None:
     assert not [k for k in samples(m) if k[1] and k[1][-1] == ("table", T)]
 
 
-@pytest.mark.parametrize(
-    ("reason", "code"),
-    [
-        ("version 9 (WRITE) changed the table's metaData", "metadata_changed"),
-        ("version 9 (unknown operation) changed the table's protocol", "protocol_changed"),
-        ("version 9 (DELETE) removed or changed source part-1.parquet", "source_changed"),
-        ("gave up after 10 commit attempts", "commit_attempts_exhausted"),
-        ("unexpected KeyError while rewriting: 'x'", "internal_error"),
-        ("checksum mismatch (table s3://lake/t, file x.bin)", "read_error"),
-    ],
-)
-def test_abort_reasons_are_a_small_fixed_set(reason: str, code: str) -> None:
-    """Each failure text the compaction writes maps to one stable label, never the text."""
-    assert abort_reason(BinFailure(small_bin("a", "b"), reason)) == code
-    assert code in ABORT_REASONS
-
-
 def test_gauges_errors_and_requests() -> None:
     """Backlog gauges, errors by type and S3 requests and bytes by operation are exposed."""
     m = Metrics()
     m.set_backlog(T, version=12, small_files=40, pending_bytes=4_000_000)
     m.record_error(T, TimeoutError("secret detail"), now_s=5.0)
-    m.record_commit_attempts(T, 2)
     m.observe_bin(3.0)
     m.count_request("list", 1, 0)
     m.count_request("list", 1, 0)
@@ -141,7 +121,6 @@ def test_gauges_errors_and_requests() -> None:
     assert got[("rlcd_table_version", t)] == 12
     assert got[("rlcd_table_errors_total", (("error", "TimeoutError"), *t))] == 1
     assert got[("rlcd_table_last_error_timestamp_seconds", t)] == 5.0
-    assert got[("rlcd_commit_attempts_total", t)] == 2
     assert got[("rlcd_bin_duration_seconds_count", ())] == 1
     assert got[("rlcd_bin_duration_seconds_bucket", (("le", "5.0"),))] == 1
     assert got[("rlcd_s3_requests_total", (("operation", "list"),))] == 2

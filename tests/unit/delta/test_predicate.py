@@ -825,7 +825,7 @@ def test_floats_keep_nan_in_mind() -> None:
 
 def test_rows_follow_sql_semantics() -> None:
     """Nulls are never selected, also under NOT and NOT IN; OR with a TRUE selects; NaN is
-    above every number."""
+    above every number; -0.0 equals 0.0, also in IN lists."""
     table = pa.table(
         {
             "n": pa.array([1, 2, None, 4], pa.int32()),
@@ -848,6 +848,10 @@ def test_rows_follow_sql_semantics() -> None:
     assert rows("x < 100") == [True, False, False, True]
     assert rows("x != 1") == [False, True, False, True]
     assert rows("x = 1") == [True, False, False, False]
+    zeros = pa.table({"x": pa.array([-0.0, 0.0, None], pa.float64())})
+    for text in ("x IN (0)", "x IN (-0.0)", "x = -0.0", "x <= 0", "x >= 0.0"):
+        assert bind(text).row_mask(zeros).to_pylist() == [True, True, False], text
+    assert bind("x NOT IN (0.0, 1)").row_mask(zeros).to_pylist() == [False, False, False]
     assert rows("NOT x <= 1") == [False, True, False, False]
     assert bind("n = 1").row_mask(table).null_count == 0
 

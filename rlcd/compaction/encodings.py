@@ -1,0 +1,241 @@
+"""Per-column Parquet encodings for a bin's output, chosen from what the bin's data shows.
+
+pyarrow's writer tries a dictionary on every column and abandons it once it outgrows the
+dictionary page limit: on high-cardinality columns (ids, amounts, timestamps) it builds a
+dictionary only to throw it away, and it never uses the encodings that suit sorted integers.
+From the first row group to be written (its values, sampled) and the footers of the sources
+read so far (their dictionary page sizes), :func:`choose_encodings` picks, per top-level
+column of a primitive type:
+
+- a dictionary only where the cardinality makes it pay: the distinct values, estimated for the
+  whole row group, fit in the dictionary page limit and repeat (at least twice on average);
+  never when a source's own dictionary page already exceeds the limit;
+- ``DELTA_BINARY_PACKED`` for integers, dates and timestamps whose consecutive values are close
+  (sorted or nearly so): the size the encoder would need, estimated as it packs (the bit width
+  of the deltas in each miniblock of 32), is at most half the plain size;
+- plain otherwise.
+
+Nested columns and booleans keep the conservative choice (a dictionary while it stays small).
+
+Only encodings every reader of Delta tables reads: Spark 3.3+ (its vectorized reader, the
+default), delta-rs, the Delta kernel, polars, DuckDB, Trino. ``BYTE_STREAM_SPLIT`` is therefore
+never chosen, although it shrinks many float columns: Spark's vectorized reader (4.2 included)
+fails with "Unsupported encoding: BYTE_STREAM_SPLIT".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+__all__ = (
+    "DICTIONARY",
+    "PLAIN",
+    "DELTA_BINARY_PACKED",
+    "EncodingChoice",
+    "ColumnEncodings",
+    "choose_encodings",
+    "leaf_paths",
+)
+
+DICTIONARY: Final = "RLE_DICTIONARY"
+PLAIN: Final = "PLAIN"
+DELTA_BINARY_PACKED: Final = "DELTA_BINARY_PACKED"
+
+SAMPLE_BLOCKS: Final = 16
+"""The sample is this many runs of consecutive rows, spread evenly over the row group..."""
+BLOCK_ROWS: Final = 1024
+"""...of this many rows each: consecutive, so that the deltas between neighbours are real."""
+_MINIBLOCK: Final = 32  # values per bit width in DELTA_BINARY_PACKED (the encoder's default)
+_BLOCK_HEADER_BYTES: Final = 7  # per 128 values: the min delta (varint) and 4 bit widths
+
+
+@dataclass(frozen=True, slots=True)
+class EncodingChoice:
+    """The encoding of one Parquet column (its dotted path), and why, for the debug log."""
+
+    column: str
+    encoding: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnEncodings:
+    """The writer settings for a file: which columns get a dictionary, which an encoding."""
+
+    choices: tuple[EncodingChoice, ...]
+
+    @property
+    def use_dictionary(self) -> list[str]:
+        """The columns to dictionary-encode (pyarrow's ``use_dictionary``)."""
+        return [c.column for c in self.choices if c.encoding == DICTIONARY]
+
+    @property
+    def column_encoding(self) -> dict[str, str]:
+        """The columns with an encoding of their own (pyarrow's ``column_encoding``)."""
+        return {c.column: c.encoding for c in self.choices if c.encoding != DICTIONARY}
+
+
+def leaf_paths(field: pa.Field, prefix: str = "") -> Iterator[str]:
+    """The dotted Parquet paths of the field's leaf columns, as pyarrow names them with
+    compliant nested types (``s.x``, ``l.list.element``, ``m.key_value.key``)."""
+    path = f"{prefix}{field.name}"
+    t = field.type
+    if pa.types.is_struct(t):
+        for child in t:
+            yield from leaf_paths(child, f"{path}.")
+    elif pa.types.is_map(t):
+        yield from leaf_paths(t.key_field, f"{path}.key_value.")
+        yield from leaf_paths(t.item_field, f"{path}.key_value.")
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        yield from leaf_paths(t.value_field.with_name("element"), f"{path}.list.")
+    else:
+        yield path
+
+
+def choose_encodings(
+    first_row_group: pa.Table, footers: Sequence[pq.FileMetaData], *, dictionary_limit: int
+) -> ColumnEncodings:
+    """The encodings of a file whose first row group is ``first_row_group``, given the footers
+    of the sources read so far (see the module header)."""
+    rows = first_row_group.num_rows
+    choices: list[EncodingChoice] = []
+    for field, column in zip(first_row_group.schema, first_row_group.columns, strict=True):
+        t = field.type
+        if pa.types.is_nested(t) or pa.types.is_boolean(t) or rows == 0:
+            choices.extend(
+                EncodingChoice(path, DICTIONARY, "kept: dictionary while it stays small")
+                for path in leaf_paths(field)
+            )
+            continue
+        choices.append(_choose(field.name, t, _sample(column), rows, footers, dictionary_limit))
+    return ColumnEncodings(tuple(choices))
+
+
+def _choose(
+    name: str,
+    t: pa.DataType,
+    sample: pa.ChunkedArray,
+    rows: int,
+    footers: Sequence[pq.FileMetaData],
+    dictionary_limit: int,
+) -> EncodingChoice:
+    live = len(sample) - sample.null_count
+    if live == 0:
+        return EncodingChoice(name, PLAIN, "no values in the sample")
+    largest = _largest_source_dictionary(name, footers)
+    if largest > dictionary_limit:
+        dictionary = f"a source's dictionary page is {largest} bytes"
+    else:
+        distinct = pc.count_distinct(sample, mode="only_valid").as_py()
+        # a sample where values repeat 8 times on average has seen most of them; otherwise the
+        # distinct values grow with the rows (at worst in proportion)
+        whole = rows * live // len(sample)
+        estimate = distinct if distinct * 8 <= live else min(whole, distinct * whole // live)
+        width = _value_bytes(t, sample, live)
+        if estimate * width <= dictionary_limit and estimate * 2 <= whole:
+            return EncodingChoice(
+                name, DICTIONARY, f"~{estimate} distinct of {whole} values, {width:.0f} B each"
+            )
+        dictionary = f"~{estimate} distinct values of {width:.0f} B"
+    if _delta_packable(t):
+        packed, plain = _delta_bytes(sample), live * t.bit_width // 8
+        if packed * 2 <= plain:
+            return EncodingChoice(
+                name, DELTA_BINARY_PACKED, f"{dictionary}; deltas pack {plain} B into ~{packed} B"
+            )
+        dictionary += f"; deltas pack {plain} B into ~{packed} B only"
+    return EncodingChoice(name, PLAIN, dictionary)
+
+
+def _sample(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Runs of consecutive rows spread over the column (the whole column when it is short)."""
+    rows = len(column)
+    if rows <= SAMPLE_BLOCKS * BLOCK_ROWS:
+        return column
+    step = rows // SAMPLE_BLOCKS
+    chunks = (column.slice(i * step, BLOCK_ROWS) for i in range(SAMPLE_BLOCKS))
+    return pa.chunked_array([c for chunked in chunks for c in chunked.chunks], column.type)
+
+
+def _largest_source_dictionary(name: str, footers: Sequence[pq.FileMetaData]) -> int:
+    """The largest dictionary page (compressed, with its header) of column ``name`` in the
+    sources' row groups; 0 when none has one. A source dictionary larger than the limit means
+    the output's, which holds at least its values, would outgrow it too."""
+    largest = 0
+    for footer in footers:
+        index = _column_index(footer, name)
+        if index is None:
+            continue
+        for g in range(footer.num_row_groups):
+            chunk = footer.row_group(g).column(index)
+            start, data = chunk.dictionary_page_offset, chunk.data_page_offset
+            if chunk.has_dictionary_page and start and data > start:
+                largest = max(largest, data - start)
+    return largest
+
+
+def _column_index(footer: pq.FileMetaData, name: str) -> int | None:
+    schema = footer.schema
+    return next((i for i in range(len(schema)) if schema.column(i).path == name), None)
+
+
+def _value_bytes(t: pa.DataType, sample: pa.ChunkedArray, live: int) -> float:
+    """A value's size in a dictionary page: its physical width, or for strings and binaries
+    their mean length plus the 4-byte length prefix."""
+    if pa.types.is_decimal(t):  # stored as INT32 or INT64 up to 18 digits (as Spark does)
+        return 4 if t.precision <= 9 else 8 if t.precision <= 18 else 16
+    if _variable_width(t):
+        lengths = pc.sum(pc.binary_length(sample)).as_py() or 0
+        return float(lengths) / live + 4
+    return max(4, int(t.bit_width) // 8)  # Parquet stores int8 and int16 as INT32
+
+
+def _variable_width(t: pa.DataType) -> bool:
+    return any(
+        check(t)
+        for check in (
+            pa.types.is_string,
+            pa.types.is_large_string,
+            pa.types.is_binary,
+            pa.types.is_large_binary,
+        )
+    )
+
+
+def _delta_packable(t: pa.DataType) -> bool:
+    """Integers, dates and timestamps: INT32 and INT64 columns that Delta readers decode in
+    ``DELTA_BINARY_PACKED``."""
+    return bool(
+        pa.types.is_signed_integer(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t)
+    ) and t.bit_width in (32, 64)
+
+
+def _delta_bytes(sample: pa.ChunkedArray) -> int:
+    """The bytes ``DELTA_BINARY_PACKED`` would need for the sample's values: per miniblock of
+    32 deltas (between consecutive non-null values, wrapping as the encoder does) the bit width
+    of their range."""
+    total = 0
+    for chunk in sample.chunks:
+        live = chunk.drop_null()
+        physical = pa.int64() if live.type.bit_width == 64 else pa.int32()
+        values = live.view(physical).to_numpy().astype(np.int64)
+        if len(values) < 2:
+            total += 8 * len(values)
+            continue
+        with np.errstate(over="ignore"):
+            deltas = np.diff(values)
+            pad = -len(deltas) % _MINIBLOCK
+            blocks = np.concatenate([deltas, np.repeat(deltas[-1:], pad)]).reshape(-1, _MINIBLOCK)
+            # the range of each miniblock, exactly (wrapping in unsigned arithmetic)
+            spread = blocks.max(axis=1).astype(np.uint64) - blocks.min(axis=1).astype(np.uint64)
+        widths = np.ceil(np.log2(spread.astype(np.float64) + 1))
+        total += int(widths.sum()) * _MINIBLOCK // 8
+        total += _BLOCK_HEADER_BYTES * (len(deltas) // (4 * _MINIBLOCK) + 1)
+    return total

@@ -1,0 +1,149 @@
+"""Per-column encodings chosen from a bin's first row group and its sources' footers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rlcd.compaction.encodings import (
+    DELTA_BINARY_PACKED,
+    DICTIONARY,
+    PLAIN,
+    ColumnEncodings,
+    choose_encodings,
+    leaf_paths,
+)
+
+LIMIT = 64 * 1024
+ROWS = 200_000
+RNG = np.random.default_rng(7)
+
+
+def chosen(table: pa.Table, footers: list[pq.FileMetaData] | None = None) -> dict[str, str]:
+    encodings = choose_encodings(table, footers or [], dictionary_limit=LIMIT)
+    return {c.column: c.encoding for c in encodings.choices}
+
+
+def footer_of(table: pa.Table, **writer: object) -> pq.FileMetaData:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, **writer)
+    return pq.read_metadata(pa.BufferReader(sink.getvalue()))
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (pa.array(np.arange(ROWS, dtype=np.int64)), DELTA_BINARY_PACKED),
+        (pa.array(np.arange(ROWS, dtype=np.int32) * 3), DELTA_BINARY_PACKED),
+        (pa.array(RNG.integers(0, 2**62, ROWS)), PLAIN),
+        (pa.array(RNG.integers(0, 50, ROWS)), DICTIONARY),
+        (pa.array(np.arange(ROWS), pa.timestamp("us", tz="UTC")), DELTA_BINARY_PACKED),
+        (pa.array(np.arange(ROWS, dtype=np.int32) // 10, pa.date32()), DICTIONARY),
+        (pa.array(np.arange(ROWS, dtype=np.int32), pa.date32()), DELTA_BINARY_PACKED),
+        (pa.array(RNG.random(ROWS)), PLAIN),
+        (pa.array(RNG.integers(0, 20, ROWS) / 4), DICTIONARY),
+        (pa.array([f"customer-{i}" for i in RNG.integers(0, 10**9, ROWS)]), PLAIN),
+        (pa.array([["red", "green", "blue"][i % 3] for i in range(ROWS)]), DICTIONARY),
+        (pa.nulls(ROWS, pa.int64()), PLAIN),
+    ],
+    ids=[
+        "sorted-int64",
+        "sorted-int32",
+        "random-int64",
+        "low-cardinality-int",
+        "sorted-timestamp",
+        "repeating-date",
+        "sorted-date",
+        "random-double",
+        "low-cardinality-double",
+        "random-strings",
+        "three-strings",
+        "all-null",
+    ],
+)
+def test_choice_follows_the_data(values: pa.Array, expected: str) -> None:
+    """A dictionary where few values repeat, delta packing where neighbours are close, plain
+    for the rest."""
+    assert chosen(pa.table({"c": values})) == {"c": expected}
+
+
+def test_nearly_sorted_integers_are_delta_packed() -> None:
+    """Timestamps that arrive mostly in order (small jitter, nulls between) still pack."""
+    base = np.arange(ROWS, dtype=np.int64) * 1_000_000 + RNG.integers(-5_000, 5_000, ROWS)
+    values = pa.array(base, pa.timestamp("us"), mask=RNG.random(ROWS) < 0.2)
+    assert chosen(pa.table({"at": values})) == {"at": DELTA_BINARY_PACKED}
+
+
+def test_a_source_dictionary_over_the_limit_rules_a_dictionary_out() -> None:
+    """Values that look repetitive in the sample get no dictionary when a source's own
+    dictionary page already outgrew the limit: the output's would too."""
+    repetitive = pa.table({"s": [f"value-{i % 2000:06d}" for i in range(ROWS)]})
+    assert chosen(repetitive) == {"s": DICTIONARY}
+    wide = pa.table({"s": [f"value-{i:06d}-{'x' * 20}" for i in range(20_000)]})
+    footer = footer_of(wide, dictionary_pagesize_limit=4 * 1024 * 1024)
+    assert footer.row_group(0).column(0).has_dictionary_page
+    assert chosen(repetitive, [footer]) == {"s": PLAIN}
+
+
+def test_nested_columns_and_booleans_keep_the_conservative_dictionary() -> None:
+    """Leaves of nested columns and booleans stay dictionary-eligible, named by their paths."""
+    table = pa.table(
+        {
+            "flag": [True, False] * 100,
+            "s": [{"x": 1, "y": "a"}] * 200,
+            "l": [[1, 2]] * 200,
+            "m": pa.array([[("k", 1)]] * 200, pa.map_(pa.string(), pa.int64())),
+        }
+    )
+    assert chosen(table) == {
+        "flag": DICTIONARY,
+        "s.x": DICTIONARY,
+        "s.y": DICTIONARY,
+        "l.list.element": DICTIONARY,
+        "m.key_value.key": DICTIONARY,
+        "m.key_value.value": DICTIONARY,
+    }
+
+
+def test_leaf_paths_are_the_writers_column_paths() -> None:
+    """The dotted paths match the columns pyarrow's writer makes with compliant nested types."""
+    schema = pa.schema(
+        {
+            "a": pa.int64(),
+            "s": pa.struct({"x": pa.int32(), "t": pa.struct({"y": pa.string()})}),
+            "l": pa.list_(pa.struct({"z": pa.float64()})),
+            "ll": pa.large_list(pa.int8()),
+            "m": pa.map_(pa.string(), pa.list_(pa.int64())),
+        }
+    )
+    footer = footer_of(schema.empty_table(), use_compliant_nested_type=True)
+    written = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    assert [p for f in schema for p in leaf_paths(f)] == written
+
+
+def test_the_settings_write_a_file_with_each_encoding() -> None:
+    """pyarrow's writer takes the chosen settings (no column both in the dictionary list and
+    with an encoding) and the file's column chunks carry each encoding chosen."""
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(ROWS, dtype=np.int64)),
+            "kind": [["a", "b"][i % 2] for i in range(ROWS)],
+            "noise": pa.array(RNG.random(ROWS)),
+            "s": [{"x": i % 3} for i in range(ROWS)],
+        }
+    )
+    encodings = choose_encodings(table, [], dictionary_limit=LIMIT)
+    assert isinstance(encodings, ColumnEncodings)
+    assert not set(encodings.use_dictionary) & set(encodings.column_encoding)
+    footer = footer_of(
+        table,
+        use_dictionary=encodings.use_dictionary,
+        column_encoding=encodings.column_encoding,
+        use_compliant_nested_type=True,
+    )
+    used = {footer.schema.column(i).path: footer.row_group(0).column(i).encodings for i in range(4)}
+    assert DELTA_BINARY_PACKED in used["id"]
+    assert DICTIONARY in used["kind"] and DICTIONARY in used["s.x"]
+    assert DICTIONARY not in used["noise"] and "PLAIN" in used["noise"]
