@@ -23,6 +23,7 @@ from tests.integration.races import (
     RaceTable,
     batch,
     compact,
+    databricks_optimize,
     dv_delete,
     first_ids,
     in_thread,
@@ -131,6 +132,17 @@ async def test_rebases_onto_rlcd_compaction(make: Callable[..., RaceTable]) -> N
         (output,) = (await load_snapshot(store)).files.values()
     assert output.deletion_vector is not None and output.deletion_vector.cardinality == 2
     await judge(table, set(ALL) - {ROWS + p for p in (0, 3, 1, 5)})
+
+
+async def test_rebases_onto_a_databricks_compaction(make: Callable[..., RaceTable]) -> None:
+    """A compaction with Databricks' tags (and its extra tags and members) is followed too."""
+    table = make()
+
+    async def winner() -> None:
+        await databricks_optimize(table, [0, ROWS, 2 * ROWS])
+
+    await _losing_delete(table, 2 * ROWS, [0, 19], [winner])
+    await judge(table, set(ALL) - {2 * ROWS, 2 * ROWS + 19})
 
 
 async def test_an_untagged_compaction_conflicts(make: Callable[..., RaceTable]) -> None:
