@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from rlcd.compaction.remap import DV_RESTORED
+from rlcd.compaction.tags import Composition, parse_composition
 from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import canonical_path
@@ -38,7 +40,6 @@ __all__ = (
     "AMBIGUOUS_CHANGE",
     "UNEXPECTED_TOMBSTONE",
     "SOURCE_REWRITTEN",
-    "DV_SHRANK",
     "DVS_NOT_ENABLED",
     "REASONS",
     "Retry",
@@ -52,6 +53,8 @@ __all__ = (
     "TABLE_RULES",
     "SOURCE_RULES",
     "classify_winner",
+    "Compacted",
+    "compaction_runs",
 )
 
 METADATA_CHANGED: Final = "metadata_changed"
@@ -61,7 +64,6 @@ SOURCE_READDED: Final = "source_readded"
 AMBIGUOUS_CHANGE: Final = "ambiguous_change"
 UNEXPECTED_TOMBSTONE: Final = "unexpected_tombstone"
 SOURCE_REWRITTEN: Final = "source_rewritten"
-DV_SHRANK: Final = "dv_shrank"
 DVS_NOT_ENABLED: Final = "dvs_not_enabled"
 REASONS: Final = (
     METADATA_CHANGED,
@@ -71,7 +73,7 @@ REASONS: Final = (
     AMBIGUOUS_CHANGE,
     UNEXPECTED_TOMBSTONE,
     SOURCE_REWRITTEN,
-    DV_SHRANK,
+    DV_RESTORED,
     DVS_NOT_ENABLED,
 )
 """Every reason code this module gives (the reconcile adds its own)."""
@@ -190,7 +192,7 @@ SOURCE_RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "updated the source's DV to fewer rows (a restore)",
         _shrank,
-        _abort(DV_SHRANK, "its new DV deletes fewer rows"),
+        _abort(DV_RESTORED, "its new DV deletes fewer rows"),
     ),
     Rule(
         "updated the source's DV, and the table takes no new DVs",
@@ -278,3 +280,42 @@ def classify_winner(
         )
         per_bin[bin_id].append(_decide(touch))
     return {b: _fold(ds) for b, ds in per_bin.items()}
+
+
+# --- for DML writers that lost to a compaction (design §5) -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A file a pure compaction removed: its tombstone (keyed by the DV ``Do`` it was compacted
+    with), the run its live rows took in the output, and the output's add."""
+
+    tombstone: RemoveFile
+    run: Composition
+    output: AddFile
+
+
+def compaction_runs(actions: Sequence[Action]) -> dict[str, Compacted] | None:
+    """Where each file a winning commit compacted went, if the commit is a pure compaction.
+
+    Pure (design §5): it removes something; every remove has ``dataChange=false`` and tags in
+    the single-run form (:func:`~rlcd.compaction.tags.parse_composition`); no add has
+    ``dataChange=true``, and every add is the output of some remove. Anything else (no tags,
+    partial tags, a rewrite that changed data) is None: a DML cannot rebase onto it.
+
+    Returns:
+        canonical path of each removed file -> :class:`Compacted`.
+    """
+    adds = {a.path: a for a in actions if isinstance(a, AddFile)}
+    removes = [a for a in actions if isinstance(a, RemoveFile)]
+    if not removes or any(a.data_change for a in adds.values()):
+        return None
+    runs: dict[str, Compacted] = {}
+    for remove in removes:
+        run = parse_composition(remove, adds.keys()) if not remove.data_change else None
+        if run is None:
+            return None
+        runs[canonical_path(remove.path)] = Compacted(remove, run, adds[run.output_path])
+    if {c.run.output_path for c in runs.values()} != adds.keys():
+        return None
+    return runs

@@ -18,12 +18,15 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 import structlog
 from pyroaring import AbstractBitMap64
 
-from rlcd.compaction.classify import Mask, Reconcile, Remap, Retry, classify_winner
+from rlcd.compaction.classify import REASONS, Mask, Reconcile, Remap, Retry, classify_winner
 from rlcd.compaction.reconcile import (
+    COMPOSITION_UNKNOWN,
+    MASK_CEILING_EXCEEDED,
     BinState,
     DvKey,
     Fate,
@@ -31,6 +34,7 @@ from rlcd.compaction.reconcile import (
     bin_actions,
     initial_state,
 )
+from rlcd.compaction.remap import POSITION_OUTSIDE_RUN
 from rlcd.compaction.rewrite import RewrittenBin
 from rlcd.delta.actions import Action, AddFile
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file, serialize_bitmap
@@ -38,7 +42,14 @@ from rlcd.delta.load import read_deletion_vector, table_config
 from rlcd.delta.names import dv_file_name
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, canonical_path
-from rlcd.delta.transaction import Committed, Unknown, Winner, discard_files, run_transaction
+from rlcd.delta.transaction import (
+    ATTEMPTS_EXHAUSTED,
+    Committed,
+    Unknown,
+    Winner,
+    discard_files,
+    run_transaction,
+)
 from rlcd.delta.write import make_commit_info
 from rlcd.errors import InternalError, RlcdError
 from rlcd.storage.base import AlreadyExists, ObjectStore
@@ -47,6 +58,7 @@ __all__ = (
     "INLINE_DV_MAX_BYTES",
     "NOTHING_TO_COMMIT",
     "DV_UNREADABLE",
+    "ABORT_REASONS",
     "BinCommitted",
     "BinAborted",
     "BinResult",
@@ -60,6 +72,16 @@ INLINE_DV_MAX_BYTES = 40
 in the log rather than in a DV file of its own."""
 NOTHING_TO_COMMIT = "nothing_to_commit"
 DV_UNREADABLE = "dv_unreadable"
+ABORT_REASONS: Final = (
+    *REASONS,
+    POSITION_OUTSIDE_RUN,
+    COMPOSITION_UNKNOWN,
+    MASK_CEILING_EXCEEDED,
+    DV_UNREADABLE,
+    ATTEMPTS_EXHAUSTED,
+)
+"""Every reason code a bin's :class:`BinAborted` can carry (stable metric labels); the
+failure text of a bin aborted by the commit starts with the code and a colon."""
 
 log = structlog.get_logger(__name__)
 

@@ -5,10 +5,12 @@ touches (or inline DVs), then commits ``remove(old key) + add(new DV)`` per file
 ``dataChange=true``, through the transaction driver (:mod:`rlcd.delta.transaction`). A file
 whose every row is deleted is removed outright. Losing the race to a commit that left its files
 alone (appends, other files) is retried; to a DV delete of one of its files it merges onto the
-winner's DV when their deletions are disjoint (design §6) and conflicts when they overlap. Any
-other change to its files (a rewrite, a compaction), or to the table's metadata or protocol,
-raises :class:`ConcurrentModificationError` after deleting the DV files it wrote: nothing is
-committed.
+winner's DV when their deletions are disjoint (design §6) and conflicts when they overlap; to a
+compaction that tagged where each source's rows went (rlcd's, or any engine writing the
+Databricks tags) it moves its deletions onto the output (design §5: ``remove(T) + add(T,
+DV)``). Any other change to its files (a rewrite, an untagged compaction), or to the table's
+metadata or protocol, raises :class:`ConcurrentModificationError` after deleting the DV files
+it wrote: nothing is committed.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Final
 import structlog
 from pyroaring import BitMap64, FrozenBitMap64
 
+from rlcd.compaction.classify import Compacted, compaction_runs
 from rlcd.compaction.reconcile import loose_stats
-from rlcd.compaction.remap import merge_same_file
+from rlcd.compaction.remap import ROW_ALREADY_DELETED, merge_same_file, reverse_rebase
 from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 from rlcd.delta.coordination import ensure_put_if_absent_writers
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file
@@ -42,11 +45,15 @@ from rlcd.errors import (
 )
 from rlcd.storage.base import AlreadyExists, ObjectStore
 
-__all__ = ("CONCURRENT_CHANGE", "delete_rows")
+__all__ = ("CONCURRENT_CHANGE", "COMPACTION_UNTAGGED", "delete_rows")
 
 CONCURRENT_CHANGE: Final = "concurrent_change"
 """A winner changed a file the delete touches (or the table itself) other than by a DV update
 the delete can merge onto."""
+
+COMPACTION_UNTAGGED: Final = "compaction_untagged"
+"""A compaction of one of the delete's files recorded no composition (missing or partial
+tags): where its rows went is unknown, so the delete cannot follow them (design §5)."""
 
 log = structlog.get_logger(__name__)
 
@@ -159,6 +166,10 @@ def _touches(
     return touched
 
 
+def _on(version: int, mine: _File, abort: Abort) -> Abort:
+    return Abort(abort.reason, f"version {version} on {mine.live.path}: {abort.detail}")
+
+
 def _dv_update(live: AddFile, removes: list[RemoveFile], adds: list[AddFile]) -> AddFile | None:
     """The winner's new add of the file when it only updated the live file's DV, else None."""
     if len(removes) != 1 or len(adds) != 1:
@@ -243,6 +254,52 @@ async def delete_rows(
         )
         return actions, state
 
+    async def onto(
+        by_path: dict[str, _File],
+        path: str,
+        version: int,
+        touch: tuple[list[RemoveFile], list[AddFile]],
+        runs: Mapping[str, Compacted] | None,
+    ) -> Abort | None:
+        """Rebase the delete of ``path`` onto what winner ``version`` did to it, in place:
+        merge onto a DV update (design §6), or move onto a pure compaction's output (§5)."""
+        mine, (removes, adds) = by_path[path], touch
+        theirs = _dv_update(mine.live, removes, adds)
+        if theirs is not None:
+            winner_dv = await read_deletion_vector(store, theirs, version=version)
+            merged = merge_same_file(mine.base, winner_dv, mine.merged)
+            if isinstance(merged, Abort):
+                return _on(version, mine, merged)
+            by_path[path] = _File(theirs, FrozenBitMap64(winner_dv), merged)
+            return None
+        moved = runs.get(path) if runs is not None else None
+        if moved is None or adds or len(removes) != 1:
+            compacted = bool(removes) and not any(r.data_change for r in removes)
+            return Abort(
+                COMPACTION_UNTAGGED if compacted else CONCURRENT_CHANGE,
+                f"version {version} "
+                + ("compacted without tags in the single-run form " if compacted else "rewrote ")
+                + mine.live.path,
+            )
+        if removes[0].dv_unique_id != mine.live.dv_unique_id or moved.output.num_records is None:
+            return Abort(
+                CONCURRENT_CHANGE, f"version {version} compacted another version of {path}"
+            )
+        new = mine.merged - mine.base
+        positions = reverse_rebase(mine.base, moved.run.row_offset, moved.run.live, new)
+        if isinstance(positions, Abort):
+            return _on(version, mine, positions)
+        output = canonical_path(moved.output.path)
+        target = by_path.get(output)
+        if target is None:
+            dv = await read_deletion_vector(store, moved.output, version=version)
+            target = _File(moved.output, FrozenBitMap64(dv), FrozenBitMap64(dv))
+        if positions.intersection_cardinality(target.base):
+            return _on(version, mine, Abort(ROW_ALREADY_DELETED, "the output lacks them already"))
+        by_path[output] = replace(target, merged=FrozenBitMap64(target.merged | positions))
+        del by_path[path]
+        return None
+
     async def rebase(
         state: _Delete, current: Snapshot, winners: Sequence[Winner]
     ) -> _Delete | Abort:
@@ -251,26 +308,16 @@ async def delete_rows(
             touched = _touches(by_path, version, actions)
             if isinstance(touched, Abort):
                 return touched
-            for path, (removes, adds) in touched.items():
-                mine = by_path[path]
-                theirs = _dv_update(mine.live, removes, adds)
-                if theirs is None:
-                    return Abort(
-                        CONCURRENT_CHANGE, f"version {version} rewrote or removed {mine.live.path}"
-                    )
-                winner_dv = await read_deletion_vector(store, theirs, version=version)
-                merged = merge_same_file(mine.base, winner_dv, mine.merged)
-                if isinstance(merged, Abort):
-                    return Abort(
-                        merged.reason, f"version {version} on {mine.live.path}: {merged.detail}"
-                    )
-                by_path[path] = _File(theirs, FrozenBitMap64(winner_dv), merged)
-        files = tuple(by_path[canonical_path(f.live.path)] for f in state.files)
+            runs = compaction_runs(actions) if touched else None
+            for path, touch in touched.items():
+                stop = await onto(by_path, path, version, touch, runs)
+                if stop is not None:
+                    return stop
+        files = tuple(by_path.values())
         if files == state.files:
             return state
-        await discard_files(
-            store, [state.dv_key], what="dv_file"
-        )  # the merged DVs are written anew
+        # the DVs change: the ones written for the last attempt name nothing
+        await discard_files(store, [state.dv_key], what="dv_file")
         return _Delete(files)
 
     result = await run_transaction(

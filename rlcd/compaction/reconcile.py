@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Final, assert_never
 
 from pyroaring import AbstractBitMap64, FrozenBitMap64
 
-from rlcd.compaction.classify import DV_SHRANK, Mask, Remap
-from rlcd.compaction.remap import forward_remap, run_mask
+from rlcd.compaction.classify import Mask, Remap
+from rlcd.compaction.remap import DV_RESTORED, forward_remap, run_mask
 from rlcd.compaction.tags import Composition, composition_tags, optimized_tags
 from rlcd.delta.actions import Action, AddFile
 from rlcd.delta.dv import DeletionVectorDescriptor
@@ -169,7 +169,7 @@ def apply_steps(
             current, winner = bitmaps[source.live.key], bitmaps[step.winner.key]
             if not current.issubset(winner):
                 return Abort(
-                    DV_SHRANK,
+                    DV_RESTORED,
                     f"version {step.version} gave {source.read.path} a DV that lacks "
                     f"{len(current - winner)} of its deleted rows",
                 )

@@ -123,9 +123,8 @@ async def attempt_commit(
             holder = await read_commit(store, version, table=store.root)
             if any(isinstance(a, CommitInfo) and a.txn_id == txn_id for a in holder):
                 return Committed(version)
-            winners = await read_commits_after(
-                store, base.version, through=version, table=store.root
-            )
+            later = await read_commits_after(store, version, through=version, table=store.root)
+            winners = [(version, holder), *later]
             return Conflict(version, tuple((v, tuple(a)) for v, a in winners))
         except StorageError as exc:
             failure = exc

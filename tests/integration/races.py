@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import os
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from typing import Any
 import anyio
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from rlcd.compaction.compact import CompactionReport, compact_table
@@ -30,7 +33,7 @@ from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.reconcile import loose_stats
 from rlcd.compaction.verify import verify_table
-from rlcd.delta.actions import Action, AddFile
+from rlcd.delta.actions import Action, AddFile, CommitInfo
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.load import load_snapshot, read_commit
 from rlcd.delta.names import rlcd_file_uuid
@@ -164,6 +167,47 @@ async def set_dv(table: RaceTable, first_id: int, positions: Iterable[int]) -> i
                 add, deletion_vector=dv, data_change=True, stats=loose_stats(add.stats)
             ),
         ]
+        await write_commit(store, snapshot.version + 1, actions)
+        return snapshot.version + 1
+
+
+async def databricks_optimize(table: RaceTable, first_ids_in_order: Iterable[int]) -> int:
+    """Compact the given files (no DVs) the way Databricks' OPTIMIZE commits it: one output of
+    their rows in order, each tombstone tagged with the single-run pair next to Databricks'
+    own tags (``INSERTION_TIME`` …, and an extra member in ``compactionInfo``)."""
+    async with table.store() as store:
+        snapshot = await load_snapshot(store)
+        files = first_ids(snapshot)
+        sources = [files[k] for k in first_ids_in_order]
+        parts = [pq.read_table(pa.BufferReader(await store.get(s.path))) for s in sources]
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.concat_tables(parts), sink)
+        data = sink.getvalue().to_pybytes()
+        output = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        await store.put(output, data)
+        rows = sum(p.num_rows for p in parts)
+        stats = json.dumps({"numRecords": rows, "tightBounds": True})
+        add = AddFile(
+            path=output,
+            size=len(data),
+            modification_time=1,
+            data_change=False,
+            stats=stats,
+            tags={"INSERTION_TIME": "1700000000000000", "OPTIMIZE_TARGET_SIZE": "268435456"},
+        )
+        actions: list[Action] = [CommitInfo(timestamp=1, operation="OPTIMIZE"), add]
+        offset = 0
+        for source, part in zip(sources, parts, strict=True):
+            info = [
+                {"rowOffsetInTarget": offset, "sourceNumPhysicalRecords": part.num_rows, "z": 1}
+            ]
+            tags = {
+                "INSERTION_TIME": "1700000000000000",
+                "compactedInto": json.dumps([output]),
+                "compactionInfo": json.dumps(info),
+            }
+            actions.append(source.tombstone(now_ms=1, data_change=False, tags=tags))
+            offset += part.num_rows
         await write_commit(store, snapshot.version + 1, actions)
         return snapshot.version + 1
 

@@ -22,6 +22,8 @@ from tests.integration.races import (
     HoldingStore,
     RaceTable,
     batch,
+    compact,
+    databricks_optimize,
     dv_delete,
     first_ids,
     in_thread,
@@ -110,3 +112,46 @@ async def test_a_copy_on_write_rewrite_conflicts(make: Callable[..., RaceTable])
     with pytest.raises(ConcurrentModificationError, match="concurrent_change"):
         await _losing_delete(table, 0, [1], [winner])
     await judge(table, set(ALL) - {3})
+
+
+# --- a delete that lost to a compaction (design §5) -----------------------------------------
+
+
+async def test_rebases_onto_rlcd_compaction(make: Callable[..., RaceTable]) -> None:
+    """rlcd compacted the delete's files first: the deletions move onto the output's rows
+    (ranked past the DV the source was compacted with), committed as the output's DV."""
+    table = make()
+    await dv_delete(table, {ROWS: [0, 3]})
+
+    async def winner() -> None:
+        report = await compact(table, [])
+        assert report.committed_version is not None and not report.failed
+
+    await _losing_delete(table, ROWS, [1, 5], [winner])
+    async with table.store() as store:
+        (output,) = (await load_snapshot(store)).files.values()
+    assert output.deletion_vector is not None and output.deletion_vector.cardinality == 2
+    await judge(table, set(ALL) - {ROWS + p for p in (0, 3, 1, 5)})
+
+
+async def test_rebases_onto_a_databricks_compaction(make: Callable[..., RaceTable]) -> None:
+    """A compaction with Databricks' tags (and its extra tags and members) is followed too."""
+    table = make()
+
+    async def winner() -> None:
+        await databricks_optimize(table, [0, ROWS, 2 * ROWS])
+
+    await _losing_delete(table, 2 * ROWS, [0, 19], [winner])
+    await judge(table, set(ALL) - {2 * ROWS, 2 * ROWS + 19})
+
+
+async def test_an_untagged_compaction_conflicts(make: Callable[..., RaceTable]) -> None:
+    """delta-rs compacted the file without composition tags: nowhere to follow the rows to."""
+    table = make()
+
+    async def winner() -> None:
+        await in_thread(lambda dt: dt.optimize.compact(), table)
+
+    with pytest.raises(ConcurrentModificationError, match="compaction_untagged"):
+        await _losing_delete(table, 0, [1], [winner])
+    await judge(table, set(ALL))

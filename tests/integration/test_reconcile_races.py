@@ -259,10 +259,10 @@ async def test_loses_to_a_protocol_change(make: Callable[..., RaceTable]) -> Non
 
 async def test_loses_to_a_dv_restore(make: Callable[..., RaceTable]) -> None:
     """A source read with {1, 2} deleted is restored to {1}: row 2 comes back, so the output
-    (without it) cannot stand in for the source: the bin aborts (dv_shrank)."""
+    (without it) cannot stand in for the source: the bin aborts (dv_restored)."""
     table = make()
     await dv_delete(table, {ROWS: [1, 2]})
-    await _aborted_by(table, lambda: set_dv(table, ROWS, [1]), "dv_shrank", set(ALL) - {ROWS + 1})
+    await _aborted_by(table, lambda: set_dv(table, ROWS, [1]), "dv_restored", set(ALL) - {ROWS + 1})
 
 
 # --- 8. a partitioned table -----------------------------------------------------------------

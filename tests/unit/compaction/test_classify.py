@@ -13,7 +13,9 @@ from rlcd.compaction.classify import (
     Remap,
     Retry,
     classify_winner,
+    compaction_runs,
 )
+from rlcd.compaction.tags import composition_tags
 from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.outcome import Abort
@@ -77,7 +79,7 @@ def test_dv_update_that_shrank_aborts() -> None:
     live = _with_dv(A1, 1, 2)
     sources = {**SOURCES, "a1.parquet": ("a", live)}
     decisions = _classify([_remove(live), _with_dv(A1, 1)], sources)
-    assert _reason(decisions["a"]) == "dv_shrank" and decisions["b"] == Retry()
+    assert _reason(decisions["a"]) == "dv_restored" and decisions["b"] == Retry()
 
 
 def test_copy_on_write_remove_masks() -> None:
@@ -155,3 +157,45 @@ def test_one_aborting_source_aborts_the_whole_bin() -> None:
     """All or nothing per bin: a remappable source does not save a bin another source aborts."""
     decisions = _classify([_remove(A1), _with_dv(A1, 1), _remove(A2, data_change=False)])
     assert _reason(decisions["a"]) == "source_compacted"
+
+
+# --- a DML that lost to a compaction: is the winner one it can follow (design §5)? ------------
+
+
+def _compaction(*, tags: bool = True, data_change: bool = False) -> list[Action]:
+    out = AddFile(path="out.parquet", size=30, data_change=False)
+    removes = [
+        a.tombstone(
+            now_ms=1,
+            data_change=data_change,
+            tags=composition_tags(out.path, o, 10) if tags or a is A1 else None,
+        )
+        for a, o in ((A1, 0), (A2, 10))
+    ]
+    return [CommitInfo(operation="OPTIMIZE"), out, *removes]
+
+
+def test_a_tagged_compaction_tells_where_each_file_went() -> None:
+    """Every remove tagged, the output referenced: each source's run in the output."""
+    runs = compaction_runs(_compaction())
+    assert runs is not None
+    assert {p: (c.run.row_offset, c.run.live, c.output.path) for p, c in runs.items()} == {
+        "a1.parquet": (0, 10, "out.parquet"),
+        "a2.parquet": (10, 10, "out.parquet"),
+    }
+
+
+def test_a_partly_tagged_compaction_is_not_followed() -> None:
+    """One tombstone without tags: no composition for the whole commit."""
+    assert compaction_runs(_compaction(tags=False)) is None
+
+
+def test_a_data_changing_rewrite_is_not_a_compaction() -> None:
+    """Tagged removes with dataChange=true (a rewrite that changed data): not followed."""
+    assert compaction_runs(_compaction(data_change=True)) is None
+
+
+def test_an_add_no_tag_names_is_not_a_compaction() -> None:
+    """An extra add no tombstone points at: the commit did more than compact."""
+    extra = AddFile(path="other.parquet", size=1, data_change=False)
+    assert compaction_runs([*_compaction(), extra]) is None

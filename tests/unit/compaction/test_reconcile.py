@@ -99,7 +99,7 @@ def test_a_later_dv_that_drops_an_earlier_deletion_aborts() -> None:
     result = apply_steps(
         state, [Remap("s1", second, 8)], _bitmaps(S1, first, second), max_masked_ratio=1
     )
-    assert isinstance(result, Abort) and result.reason == "dv_shrank"
+    assert isinstance(result, Abort) and result.reason == "dv_restored"
 
 
 def test_mask_deletes_the_whole_run() -> None:
