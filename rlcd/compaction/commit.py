@@ -111,8 +111,8 @@ class CommitOutcome:
         return tuple(r.done for r in self.results if isinstance(r, BinCommitted))
 
     @property
-    def aborted(self) -> tuple[tuple[RewrittenBin, str], ...]:
-        return tuple((r.done, str(r.abort)) for r in self.results if isinstance(r, BinAborted))
+    def aborted(self) -> tuple[BinAborted, ...]:
+        return tuple(r for r in self.results if isinstance(r, BinAborted))
 
 
 @dataclass(frozen=True, slots=True)

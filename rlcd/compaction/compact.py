@@ -14,12 +14,18 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 import anyio
 import structlog
 
 from rlcd.compaction.cleanup import DEFAULT_GRACE_S, CleanupReport, clean_table
-from rlcd.compaction.commit import BinResult, CommitOutcome, commit_bins, discard_outputs
+from rlcd.compaction.commit import (
+    BinResult,
+    CommitOutcome,
+    commit_bins,
+    discard_outputs,
+)
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
@@ -71,6 +77,11 @@ class FailureKind(enum.Enum):
     INTERNAL = "internal"
     """A bug in rlcd."""
 
+    @property
+    def code(self) -> str:
+        """The reason code of a bin that failed this way while it was rewritten."""
+        return _REWRITE_CODES[self]
+
     @classmethod
     def of(cls, exc: Exception) -> FailureKind:
         """The kind of a rewrite's failure."""
@@ -83,13 +94,28 @@ class FailureKind(enum.Enum):
         return cls.INTERNAL
 
 
+_REWRITE_CODES: Final = {
+    FailureKind.STORAGE: "storage_error",
+    FailureKind.CONFLICT: "conflict",
+    FailureKind.DATA: "read_error",
+    FailureKind.INTERNAL: "internal_error",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class BinFailure:
-    """A bin that did not commit, why (for people) and its kind (for exit codes)."""
+    """A bin that did not commit: why (for people), its kind (for exit codes) and a stable
+    snake_case reason ``code`` (for metrics): the commit's abort reason when it lost a race,
+    else its kind's :attr:`FailureKind.code`."""
 
     bin: Bin
     reason: str
     kind: FailureKind
+    code: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.code:
+            object.__setattr__(self, "code", self.kind.code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +317,10 @@ async def compact_table(
             )
         except StorageError as exc:
             raise await _failed_commit(store, snapshot.version, done, exc) from exc
-    failed.extend(BinFailure(r.bin, why, FailureKind.CONFLICT) for r, why in outcome.aborted)
+    failed.extend(
+        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT, r.abort.reason)
+        for r in outcome.aborted
+    )
     return CompactionReport(
         store.root,
         snapshot.version,

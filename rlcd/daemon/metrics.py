@@ -27,12 +27,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from rlcd import __version__
-from rlcd.compaction.commit import BinAborted
-from rlcd.compaction.compact import BinFailure, CompactionReport
+from rlcd.compaction.classify import REASONS as CLASSIFY_REASONS
+from rlcd.compaction.commit import BinCommitted
+from rlcd.compaction.compact import CompactionReport
 from rlcd.errors import ConfigError
 
 __all__ = (
     "BIN_DURATION_BUCKETS",
+    "CONFLICT_REASONS",
     "Metrics",
     "TableHealth",
     "Health",
@@ -43,10 +45,8 @@ __all__ = (
 BIN_DURATION_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 """Seconds, from a small bin on local disk to a 1 GiB bin fetched from S3."""
 
-
-def _failure_reason(failure: BinFailure) -> str:
-    """The label of a bin that failed before its commit: where, and the kind of failure."""
-    return f"rewrite_{failure.kind.value}"
+CONFLICT_REASONS: Final = frozenset(CLASSIFY_REASONS)
+"""Abort reasons that are lost commit races (what the winner did), counted as conflicts too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +176,9 @@ class Metrics:
         """Count what one run of ``table`` committed and aborted (``now_s``: Unix time).
 
         A committed bin is counted by its decision (``committed``, ``reconciled_by_remap``,
-        ``reconciled_by_mask``); an aborted one by its reason: the abort's code, or
-        ``rewrite_<kind>`` when it failed before the commit. A bin a concurrent writer's commit
-        touched is a conflict, of the kind its reconciliation or abort says.
+        ``reconciled_by_mask``), an aborted one by its :attr:`BinFailure.code`. A conflict is a
+        bin a concurrent commit touched: reconciled (by that decision), or aborted for what the
+        winner did (:data:`CONFLICT_REASONS`).
         """
         if report.dry_run:
             return
@@ -188,17 +188,14 @@ class Metrics:
         self.written_bytes.labels(table).inc(report.bytes_added)
         self.commit_attempts.labels(table).inc(report.commit_attempts)
         for result in report.bin_results:
-            if isinstance(result, BinAborted):
-                self.bins_aborted.labels(table, result.abort.reason).inc()
-                self.conflicts.labels(table, result.abort.reason).inc()
-                continue
-            self.bins_committed.labels(table, result.decision).inc()
-            if result.decision != "committed":
-                self.conflicts.labels(table, result.decision).inc()
-        judged = {r.done.bin.bin_id for r in report.bin_results}
+            if isinstance(result, BinCommitted):
+                self.bins_committed.labels(table, result.decision).inc()
+                if result.decision != "committed":
+                    self.conflicts.labels(table, result.decision).inc()
         for failure in report.failed:
-            if failure.bin.bin_id not in judged:
-                self.bins_aborted.labels(table, _failure_reason(failure)).inc()
+            self.bins_aborted.labels(table, failure.code).inc()
+            if failure.code in CONFLICT_REASONS:
+                self.conflicts.labels(table, failure.code).inc()
         if report.committed_version is not None:
             self.version.labels(table).set(report.committed_version)
             self.last_compaction.labels(table).set(now_s)

@@ -51,7 +51,7 @@ def report() -> CompactionReport:
         committed=(ok, remapped),
         failed=(
             BinFailure(broken, "get h: not found", FailureKind.STORAGE),
-            BinFailure(lost.bin, str(abort), FailureKind.CONFLICT),
+            BinFailure(lost.bin, str(abort), FailureKind.CONFLICT, abort.reason),
         ),
         bin_results=(
             BinCommitted(ok),
@@ -88,7 +88,7 @@ def test_a_report_becomes_files_bytes_bins_and_conflicts() -> None:
     }
     assert committed == {"committed": 1, "reconciled_by_remap": 1}
     aborted = {dict(k[1])["reason"]: v for k, v in got.items() if k[0] == "rlcd_bins_aborted_total"}
-    assert aborted == {"source_compacted": 1, "rewrite_storage": 1}
+    assert aborted == {"source_compacted": 1, "storage_error": 1}
     conflicts = {
         dict(k[1])["kind"]: v for k, v in got.items() if k[0] == "rlcd_commit_conflicts_total"
     }
@@ -102,6 +102,22 @@ def test_a_dry_run_counts_nothing() -> None:
     m = Metrics()
     m.record_compaction(T, CompactionReport(T, 3, CompactionPolicy(), (), dry_run=True), now_s=1)
     assert not [k for k in samples(m) if k[1] and k[1][-1] == ("table", T)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [
+        (FailureKind.DATA, "read_error"),
+        (FailureKind.STORAGE, "storage_error"),
+        (FailureKind.INTERNAL, "internal_error"),
+    ],
+)
+def test_a_rewrite_failure_is_labelled_by_its_kind(kind: FailureKind, code: str) -> None:
+    """A bin that failed while rewriting is counted under its kind's code, never its text."""
+    m = Metrics()
+    failed = (BinFailure(small_bin("a", "b"), "checksum mismatch in x.bin", kind),)
+    m.record_compaction(T, CompactionReport(T, 3, CompactionPolicy(), (), failed=failed), now_s=1)
+    assert samples(m)[("rlcd_bins_aborted_total", (("reason", code), ("table", T)))] == 1
 
 
 def test_gauges_errors_and_requests() -> None:
