@@ -37,7 +37,7 @@ POLICY = CompactionPolicy(target_file_size=512 * 1024 * 1024)
 
 
 class Remote:
-    """The same objects as a local store, but not a :class:`LocalStore`: the rewrite takes
+    """The same objects as a local store, but declaring no local files: the rewrite takes
     the paths it takes for S3. ``fail_writes`` makes the n-th write of an upload fail."""
 
     def __init__(self, inner: LocalStore, fail_writes: int | None = None) -> None:
@@ -46,6 +46,9 @@ class Remote:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+    def local_files(self) -> None:
+        """None: the objects are to be treated as remote."""
 
     def open_writer(self, key: str) -> MultipartWriter:
         writer = self._inner.open_writer(key)
