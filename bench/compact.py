@@ -287,6 +287,7 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
             "median_seconds": seconds,
             "median_work_seconds": statistics.median(x["work_seconds"] for x in results),
             "median_cpu_seconds": statistics.median(x["cpu_seconds"] for x in results),
+            "median_work_cpu_seconds": statistics.median(x["work_cpu_seconds"] for x in results),
             "mib_per_s": size / 2**20 / seconds,
             "peak_rss_mib": max(x["max_rss_kib"] for x in results) / 1024,
             "output_mib": statistics.median(x["output_bytes"] for x in results) / 2**20,
@@ -321,13 +322,15 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
                 "throughput": paired("deltalake", name, "seconds"),
                 "work_throughput": paired("deltalake", name, "work_seconds"),
                 "cpu": paired("deltalake", name, "cpu_seconds"),
+                "work_cpu": paired("deltalake", name, "work_cpu_seconds"),
                 "output_size": summary[name]["output_mib"] / dl["output_mib"],
                 "peak_rss": summary[name]["peak_rss_mib"] / dl["peak_rss_mib"],
             }
             ratios[name] = mine
             print(
                 f"  {name:13s} throughput {mine['throughput']:.2f}x "
-                f"(compaction alone {mine['work_throughput']:.2f}x), CPU {mine['cpu']:.2f}x, "
+                f"(compaction alone {mine['work_throughput']:.2f}x), CPU {mine['cpu']:.2f}x "
+                f"({mine['work_cpu']:.2f}x), "
                 f"output {mine['output_size']:.2f}x, peak RSS {mine['peak_rss']:.2f}x"
             )
     return {"summary": summary, "ratios": ratios}
