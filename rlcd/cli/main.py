@@ -1,35 +1,110 @@
-"""The ``rlcd`` command line.
+"""The rlcd command line.
 
-Exit codes: 0 success (including "nothing to do"); 1 the work found a problem (a bin did not
-commit, a verification failed); 2 bad usage or configuration; 3 the table cannot be read or
-written (corrupt log, unsupported feature); 4 storage failed (refused, or still failing after
-retries).
+Output: the report of a run goes to stdout, for people. Log events go to stderr, as JSON lines
+when stderr is not a terminal or with --log-format json, human-readable otherwise. The
+warnings a report already states (a bin that did not commit, leftovers removed or not
+cleaned) are not logged again unless --log-format json asks for every event, for machines;
+so each warning appears once.
+
+Exit codes:
+  0    success, including "nothing to do"
+  1    a problem in the work: a bin did not commit because another writer's commit
+       conflicted or its data is bad, or a verification failed
+  2    bad usage or configuration
+  3    the table cannot be read or written (corrupt log, unsupported feature)
+  4    storage failed (a refused request, or one still failing after the retries), when
+       the run starts or for any bin during it
+  130  stopped by SIGINT, 143 by SIGTERM: bins in flight are abandoned, their outputs
+       deleted and uploads aborted, nothing is committed
+  141  stdout was closed early (a pipe into head)
+
+When bins fail for different reasons, 4 wins over 1: a storage failure means the run
+depended on storage that did not work, and a scheduler retries 4 once storage works, where
+1 needs a person; the report names every failed bin with its reason either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
+import anyio.abc
 
 from rlcd import __version__
-from rlcd.cli.report import print_compaction, print_plan, print_verify
+from rlcd.cli import daemon as daemon_commands
+from rlcd.cli.report import count, print_compaction, print_plan, print_verify
+from rlcd.cli.sizes import parse_size_flag
+from rlcd.compaction.policy import CODECS, ENCODINGS
 from rlcd.daemon.logging import configure_logging
 from rlcd.errors import ConfigError, RlcdError, StorageError, TableError
 from rlcd.storage import S3Config, open_store
 
-__all__ = ("main",)
+if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
+    from rlcd.cli.progress import BinProgress
+    from rlcd.compaction.compact import CompactionReport
+
+__all__ = ("main", "exit_code")
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_TABLE, EXIT_STORAGE = 0, 1, 2, 3, 4
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 _EXIT_CODES: tuple[tuple[type[RlcdError], int], ...] = (
     (ConfigError, EXIT_USAGE),
     (TableError, EXIT_TABLE),
     (StorageError, EXIT_STORAGE),
     (RlcdError, EXIT_PROBLEM),
 )
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_REPORTED_EVENTS = frozenset(
+    {"bin_failed", "bin_aborted", "orphans_removed", "orphans_found", "cleanup_skipped"}
+)
+"""Log events the printed report states already: not logged again for people."""
+
+_DOC = __doc__ or ""
+_EXIT_HELP = _DOC[_DOC.index("Exit codes:") :]
+
+
+def exit_code(report: CompactionReport) -> int:
+    """0 when every planned bin committed; else 4 if any bin failed for storage, else 1 (see
+    the module docstring)."""
+    from rlcd.compaction.compact import FailureKind
+
+    kinds = {f.kind for f in report.failed}
+    if FailureKind.STORAGE in kinds:
+        return EXIT_STORAGE
+    return EXIT_PROBLEM if kinds else EXIT_OK
+
+
+def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """The logging options, on the command and on every subcommand (so they work after it):
+    a subcommand only sets what was given there."""
+    default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
+    parser.add_argument(
+        "--log-level",
+        default=default("warning"),
+        choices=["debug", "info", "warning", "error"],
+        help="least severe log events shown (default warning)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default=default("auto"),
+        choices=["auto", "json", "console"],
+        help="log events as JSON lines, or for people; auto: JSON unless stderr is a terminal",
+    )
+
+
+class _Subcommand(argparse.ArgumentParser):
+    """A subcommand's parser: takes the logging options too."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        _add_log_options(self, top=False)
 
 
 def _add_s3_options(parser: argparse.ArgumentParser) -> None:
@@ -45,14 +120,27 @@ def _add_s3_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlcd", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"rlcd {__version__}")
-    parser.add_argument(
-        "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
+    parser = argparse.ArgumentParser(
+        prog="rlcd",
+        description="Compact the small files of Delta Lake tables, on S3 or local disk.",
+        epilog=_EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"rlcd {__version__}")
+    _add_log_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Subcommand)
 
-    demo = sub.add_parser("demo", help="build a local demo table, compact it, verify it")
+    demo = sub.add_parser(
+        "demo",
+        help="run the daemon on moto S3 with three tables and a concurrent writer "
+        "(--one-shot: build a local table, compact it once, verify it)",
+    )
+    demo.add_argument(
+        "--one-shot", action="store_true", help="the local one-shot demo instead of the daemon"
+    )
+    demo.add_argument(
+        "--seconds", type=float, default=20.0, help="how long the writer runs (default 20)"
+    )
     demo.add_argument(
         "--path",
         type=Path,
@@ -60,25 +148,55 @@ def _parser() -> argparse.ArgumentParser:
         help="where to (re)create the demo table (default: ./demo-table); a directory is "
         "only replaced if an earlier demo made it",
     )
-    demo.add_argument("--files", type=int, default=24, help="small files to write (default 24)")
+    demo.add_argument(
+        "--files", type=int, default=24, help="small files per table to write (default 24)"
+    )
     demo.add_argument("--rows", type=int, default=2000, help="rows per file (default 2000)")
 
-    compact = sub.add_parser("compact", help="compact a table's small files once")
+    compact = sub.add_parser(
+        "compact",
+        help="compact a table's small files once",
+        description="Compact a table's small files once: plan bins of small files, rewrite "
+        "each bin into one file, commit them all in one OPTIMIZE commit.",
+        epilog=_EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     compact.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
     compact.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     compact.add_argument(
         "--target-size",
-        help="target output size, e.g. 128MiB (default: "
-        "the table's delta.targetFileSize, else 128 MiB)",
+        help="target output size: 128MiB (powers of 1024) or 100MB (powers of 1000); default: "
+        "the table's delta.targetFileSize, else 128MiB",
     )
     compact.add_argument(
-        "--min-size", help="files below this are compacted (default: half the target)"
+        "--min-size",
+        help="files below this are compacted, in the units of --target-size (default: half "
+        "the target)",
     )
-    compact.add_argument("--where", help="partition predicate, e.g. \"date = '2026-11-30'\"")
+    compact.add_argument(
+        "--where",
+        help="only partitions where this is true, e.g. \"date >= '2026-11-01' AND n IN (1, 2)\" "
+        "(=, !=, <, <=, >, >=, IN, IS [NOT] NULL, AND, OR, NOT over partition columns; "
+        "quote strings and dates)",
+    )
     compact.add_argument("--max-bins", type=int, help="compact at most this many bins")
-    compact.add_argument("--codec", default="zstd", help="output compression (default zstd)")
+    compact.add_argument(
+        "--codec",
+        default="zstd",
+        choices=sorted(CODECS),
+        help="output compression (default zstd)",
+    )
+    compact.add_argument(
+        "--orphan-grace",
+        default="1h",
+        metavar="DURATION",
+        help="first remove rlcd's own leftovers of killed runs (unfinished uploads, uncommitted "
+        "outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the longest run",
+    )
     compact.add_argument(
         "--encodings",
+        choices=ENCODINGS,
+        default=ENCODINGS[0],
         help="column encodings: conservative (a dictionary while it stays small) or adaptive "
         "(chosen per column from the data); default conservative",
     )
@@ -106,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
         help="only check the live files (a HEAD each, plus their deletion vectors)",
     )
     _add_s3_options(verify)
+    daemon_commands.add_commands(sub)
     return parser
 
 
@@ -121,49 +240,79 @@ def _s3_config(args: argparse.Namespace) -> S3Config:
 async def _demo(args: argparse.Namespace) -> int:
     from rlcd.cli.demo import run_demo
 
+    if not args.one_shot:
+        from rlcd.cli.daemon_demo import run_daemon_demo
+
+        ok = await run_daemon_demo(sys.stdout, files=args.files, seconds=args.seconds)
+        return EXIT_OK if ok else EXIT_PROBLEM
+
     result = await run_demo(args.path.resolve(), files=args.files, rows=args.rows, out=sys.stdout)
     return EXIT_OK if result.ok else EXIT_PROBLEM
 
 
-async def _compact(args: argparse.Namespace) -> int:
+@dataclass
+class _Run:
+    """How far the command got, for when a signal stops it."""
+
+    progress: BinProgress | None = None
+    report: CompactionReport | None = None
+
+    def abandoned(self) -> str:
+        """What the stopped run leaves undone."""
+        progress = self.progress
+        if progress is None or not progress.total:
+            return "no bin had started; nothing was written"
+        left = progress.total - progress.done
+        return (
+            f"abandoned {count(left, 'bin')} in flight of {progress.total} (outputs deleted, "
+            "uploads aborted); nothing was committed"
+        )
+
+
+async def _compact(args: argparse.Namespace, run: _Run) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
-    from rlcd.compaction.policy import (
-        ENCODINGS,
-        CompactionPolicy,
-        PartitionFilter,
-        parse_byte_size,
-    )
+    from rlcd.compaction.policy import CompactionPolicy, parse_duration
+    from rlcd.delta.predicate import Predicate
 
     try:
-        sizes = {"target_file_size": parse_byte_size(args.target_size)} if args.target_size else {}
-        min_size = parse_byte_size(args.min_size) if args.min_size else None
+        sizes = {"target_file_size": parse_size_flag(args.target_size)} if args.target_size else {}
+        min_size = parse_size_flag(args.min_size) if args.min_size else None
     except ValueError as exc:
         raise ConfigError(f"bad size: {exc}") from exc
+    try:
+        grace_s = parse_duration(args.orphan_grace)
+    except ValueError as exc:
+        raise ConfigError(f"bad --orphan-grace: {exc}") from exc
     policy = CompactionPolicy(
         **sizes,
         min_file_size=min_size,
         max_bins=args.max_bins,
-        partition_filter=PartitionFilter.parse(args.where) if args.where else None,
+        partition_filter=Predicate.parse(args.where) if args.where is not None else None,
         codec=args.codec,
-        encodings=args.encodings or ENCODINGS[0],
+        encodings=args.encodings,
     )
     async with open_store(args.table, s3=_s3_config(args)) as store:
-        progress = BinProgress(sys.stderr)
-        report = await compact_table(
+        run.progress = progress = BinProgress(sys.stderr)
+        run.report = await compact_table(
             store,
             policy,
             dry_run=args.dry_run,
-            predicate=(args.where,) if args.where else (),
+            predicate=(args.where,) if args.where is not None else (),
             on_plan=progress.start,
             on_bin_done=progress.advance,
+            orphan_grace_s=grace_s,
         )
-        progress.finish()
+    return _compacted(args, run.report)
+
+
+def _compacted(args: argparse.Namespace, report: CompactionReport) -> int:
+    """Print a finished run's report; its exit code."""
     if args.dry_run:
         print_plan(report, sys.stdout)
         return EXIT_OK
     print_compaction(report, sys.stdout)
-    return EXIT_PROBLEM if report.failed else EXIT_OK
+    return exit_code(report)
 
 
 async def _verify(args: argparse.Namespace) -> int:
@@ -176,12 +325,82 @@ async def _verify(args: argparse.Namespace) -> int:
     return code
 
 
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+async def _until_stopped(handler: Callable[[], Awaitable[int]]) -> int:
+    """Run the command; SIGINT or SIGTERM cancels it (its cleanup still runs, shielded where
+    it must finish) and raises :class:`_Stopped`."""
+    stopped: list[int] = []
+    outcome: list[int] = []
+    failure: list[Exception] = []
+    work = anyio.CancelScope()
+
+    async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
+            task_status.started()
+            async for signum in signals:  # a second signal is ignored: cleanup is running
+                if not stopped:
+                    stopped.append(signum)
+                    work.cancel()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch)
+        with work:
+            try:
+                outcome.append(await handler())
+            except Exception as exc:
+                failure.append(exc)
+        tg.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    if outcome:
+        return outcome[0]
+    raise _Stopped(stopped[0])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    configure_logging(level=args.log_level)
-    handlers = {"demo": _demo, "compact": _compact, "verify": _verify}
     try:
-        return anyio.run(handlers[args.command], args)
+        args = _parser().parse_args(argv)
+        configure_logging(
+            level=args.log_level,
+            json={"auto": None, "json": True, "console": False}[args.log_format],
+            drop_events=() if args.log_format == "json" else _REPORTED_EVENTS,
+        )
+        code = _main(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # the reader went away (`rlcd compact ... | head -1`): nothing more can reach it, and
+        # the flush at exit must not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:  # before the command's own handler was in place
+        print("rlcd: stopped by SIGINT", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def _main(args: argparse.Namespace) -> int:
+    run = _Run()
+    handlers: dict[str, Callable[[], Awaitable[int]]] = {
+        "demo": lambda: _demo(args),
+        "compact": lambda: _compact(args, run),
+        "verify": lambda: _verify(args),
+    }
+    daemon_handler = daemon_commands.HANDLERS.get(args.command)
+    try:
+        if daemon_handler is not None:  # the daemon handles its own signals (drain, reload)
+            return anyio.run(daemon_handler, args)
+        return anyio.run(_until_stopped, handlers[args.command])
+    except _Stopped as stop:
+        if run.report is not None:  # the work was done when the signal came
+            return _compacted(args, run.report)
+        name = signal.Signals(stop.signum).name
+        print(f"rlcd: stopped by {name}: {run.abandoned()}", file=sys.stderr)
+        return 128 + stop.signum
     except RlcdError as exc:
         # a table error names its table; storage and configuration errors only the key
         where = f"{args.table}: " if "table" in args and not isinstance(exc, TableError) else ""

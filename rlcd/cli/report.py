@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # for annotations only: `rlcd --help` must not import the compaction stack
+    from rlcd.compaction.cleanup import CleanupReport
     from rlcd.compaction.compact import CompactionReport
     from rlcd.compaction.verify import VerifyReport
 
-__all__ = ("print_plan", "print_compaction", "print_verify", "human_bytes")
+__all__ = (
+    "print_plan",
+    "print_compaction",
+    "print_cleanup",
+    "print_verify",
+    "human_bytes",
+    "count",
+)
 
 
 def human_bytes(n: float) -> str:
@@ -19,9 +28,42 @@ def human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def _partition(values: object) -> str:
-    text = ", ".join(f"{k}={v}" for k, v in dict(values).items())  # type: ignore[call-overload]
+def count(n: int, noun: str) -> str:
+    """``1 bin``, ``2 bins``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _partition(values: Mapping[str, str | None]) -> str:
+    """``part=a, day=2026-11-30``; a null value (JSON null or ``""``, §2.11) as ``part IS NULL``,
+    the way ``--where`` selects it."""
+    text = ", ".join(f"{k} IS NULL" if v in (None, "") else f"{k}={v}" for k, v in values.items())
     return text or "(unpartitioned)"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{seconds:g}s"
+
+
+def print_cleanup(report: CleanupReport | None, out: TextIO) -> None:
+    """One line when earlier runs' leftovers were (or, in a dry run, would be) removed, or
+    could not be judged; nothing when there were none."""
+    if report is None:
+        return
+    if report.removed:
+        verb = "would remove" if report.dry_run else "removed"
+        out.write(
+            f"  {verb} leftovers of earlier runs older than {_duration(report.grace_s)}: "
+            f"{count(len(report.deleted), 'uncommitted file')} "
+            f"({human_bytes(report.bytes_deleted)}), "
+            f"{count(len(report.aborted), 'unfinished upload')}\n"
+        )
+    if report.failed:
+        out.write(f"  could not remove {count(len(report.failed), 'leftover')}; see the log\n")
+    if report.skipped is not None:
+        out.write(f"  leftovers not cleaned: {report.skipped}\n")
 
 
 def print_plan(report: CompactionReport, out: TextIO) -> None:
@@ -31,13 +73,14 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
     size = sum(s.size for b in bins for s in b.sources)
     out.write(
         f"plan for {report.table} at version {report.read_version} "
-        f"(target {human_bytes(report.policy.target_file_size)}): {len(bins)} bins, "
-        f"{files} files, {human_bytes(size)} -> {len(bins)} outputs\n"
+        f"(target {human_bytes(report.policy.target_file_size)}): {count(len(bins), 'bin')}, "
+        f"{count(files, 'file')}, {human_bytes(size)} -> {count(len(bins), 'output')}\n"
     )
+    print_cleanup(report.cleanup, out)
     for b in bins:
         purge = "  (purges deletion vectors)" if b.purges_dvs else ""
         out.write(
-            f"  bin {b.bin_id}  {_partition(b.partition_values)}: {len(b.sources)} files, "
+            f"  bin {b.bin_id}  {_partition(b.partition_values)}: {count(len(b.sources), 'file')}, "
             f"{human_bytes(sum(s.size for s in b.sources))} -> 1 file of about "
             f"{human_bytes(b.estimated_bytes)}{purge}\n"
         )
@@ -49,21 +92,23 @@ def print_compaction(report: CompactionReport, out: TextIO) -> None:
     """The outcome of a run: what committed, what failed and why."""
     if not report.planned:
         out.write(f"{report.table}: nothing to compact at version {report.read_version}\n")
+        print_cleanup(report.cleanup, out)
         return
     if report.committed_version is not None:
         out.write(
             f"{report.table}: committed version {report.committed_version}: "
-            f"{len(report.committed)} bins, {report.files_removed} files "
-            f"({human_bytes(report.bytes_removed)}) -> {report.files_added} files "
+            f"{count(len(report.committed), 'bin')}, {count(report.files_removed, 'file')} "
+            f"({human_bytes(report.bytes_removed)}) -> {count(report.files_added, 'file')} "
             f"({human_bytes(report.bytes_added)})\n"
         )
         if report.untagged:
             out.write(
-                f"  {report.untagged} bins committed without composition tags "
+                f"  {count(report.untagged, 'bin')} committed without composition tags "
                 "(the capture guard did not hold)\n"
             )
     else:
         out.write(f"{report.table}: nothing committed\n")
+    print_cleanup(report.cleanup, out)
     for failure in report.failed:
         out.write(f"  bin {failure.bin.bin_id} not compacted: {failure.reason}\n")
 
@@ -76,11 +121,11 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
     if files is None:
         out.write("files: not checked\n")
     else:
-        footers = f", {_count(files.footers, 'footer')} read" if files.footers else ""
+        footers = f", {count(files.footers, 'footer')} read" if files.footers else ""
         out.write(
-            f"files: {_count(files.files, 'live file')} checked "
-            f"({_count(files.dvs, 'deletion vector')}{footers}): "
-            f"{_count(len(files.problems), 'problem')}\n"
+            f"files: {count(files.files, 'live file')} checked "
+            f"({count(files.dvs, 'deletion vector')}{footers}): "
+            f"{count(len(files.problems), 'problem')}\n"
         )
         for file_problem in files.problems:
             out.write(f"  problem: {file_problem}\n")
@@ -94,7 +139,7 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
         skipped = statuses.count("skipped")
         why = f" ({_GONE})" if skipped else ""
         out.write(
-            f"tags: {_count(len(commits), 'tagged commit')}: {statuses.count('ok')} ok, "
+            f"tags: {count(len(commits), 'tagged commit')}: {statuses.count('ok')} ok, "
             f"{skipped} skipped{why}, {statuses.count('FAILED')} failed\n"
         )
     for c in commits or ():
@@ -112,11 +157,7 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
     if report.ok:
         out.write(f"verified{code}\n")
     else:
-        out.write(f"verification FAILED: {_count(report.problems, 'problem')}{code}\n")
+        out.write(f"verification FAILED: {count(report.problems, 'problem')}{code}\n")
 
 
 _GONE = "gone from storage"  # vacuumed since: history, not a problem
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -9,6 +9,7 @@ metrics and logs.
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -17,14 +18,21 @@ from dataclasses import dataclass, field, replace
 import anyio
 import structlog
 
-from rlcd.compaction.commit import CommitOutcome, commit_bins, discard_outputs
+from rlcd.compaction.cleanup import DEFAULT_GRACE_S, CleanupReport, clean_table
+from rlcd.compaction.commit import (
+    BinResult,
+    CommitOutcome,
+    commit_bins,
+    discard_outputs,
+)
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
 from rlcd.compaction.source import ReadOptions
 from rlcd.compaction.stats import stats_spec
+from rlcd.delta.actions import AddFile
 from rlcd.delta.coordination import ensure_put_if_absent_writers
-from rlcd.delta.load import load_snapshot, table_config
+from rlcd.delta.load import load_snapshot, read_commits_after, table_config
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.schema import (
@@ -34,25 +42,66 @@ from rlcd.delta.schema import (
     physical_partition_columns,
     to_arrow_schema,
 )
-from rlcd.errors import CorruptLogError, RlcdError
+from rlcd.errors import (
+    ConcurrentModificationError,
+    CorruptLogError,
+    RlcdError,
+    StorageError,
+    TableError,
+    TransientStorageError,
+)
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("CompactionReport", "BinFailure", "compact_table", "rewrite_settings")
+__all__ = (
+    "CompactionReport",
+    "BinFailure",
+    "FailureKind",
+    "compact_table",
+    "plan_table",
+    "rewrite_settings",
+)
 
 log = structlog.get_logger(__name__)
 
 
+class FailureKind(enum.Enum):
+    """Why a bin did not commit, as the CLI's exit code needs it."""
+
+    STORAGE = "storage"
+    """The store failed: refused a request, or kept failing through the retries."""
+    CONFLICT = "conflict"
+    """Another writer's commit touched the bin's files, or the commit races were lost."""
+    DATA = "data"
+    """A source is corrupt, missing or unusable (names the file)."""
+    INTERNAL = "internal"
+    """A bug in rlcd."""
+
+    @classmethod
+    def of(cls, exc: Exception) -> FailureKind:
+        """The kind of a rewrite's failure."""
+        if isinstance(exc, ConcurrentModificationError):
+            return cls.CONFLICT
+        if isinstance(exc, TableError):
+            return cls.DATA
+        if isinstance(exc, StorageError):
+            return cls.STORAGE
+        return cls.INTERNAL
+
+
 @dataclass(frozen=True, slots=True)
 class BinFailure:
-    """A bin that did not commit, and why (a read error, or a conflicting winner)."""
+    """A bin that did not commit, why (for people) and its kind (for exit codes); the
+    report's ``bin_results`` hold the commit's reason codes (for metrics)."""
 
     bin: Bin
     reason: str
+    kind: FailureKind
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionReport:
-    """What one run planned and did. ``committed_version`` is None when nothing committed."""
+    """What one run planned and did. ``committed_version`` is None when nothing committed;
+    ``cleanup`` is what the run removed of earlier runs' leftovers (None: not asked to)."""
 
     table: str
     read_version: int
@@ -64,6 +113,10 @@ class CompactionReport:
     failed: tuple[BinFailure, ...] = field(default=())
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
     """The snapshot the run planned from (``read_version``)."""
+    cleanup: CleanupReport | None = None
+    bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
+    commit_attempts: int = 0
+    """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
     def files_removed(self) -> int:
@@ -146,6 +199,7 @@ async def compact_table(
     limiter: anyio.CapacityLimiter | None = None,
     memory: anyio.CapacityLimiter | None = None,
     min_file_age_ms: int = 0,
+    orphan_grace_s: float | None = DEFAULT_GRACE_S,
 ) -> CompactionReport:
     """Compact one table once.
 
@@ -160,22 +214,34 @@ async def compact_table(
     ``bin_concurrency``), ``memory`` is held by each bin for its whole rewrite (one token per
     bin's bounded memory). Files younger than ``min_file_age_ms`` are left alone.
 
+    First, rlcd's own leftovers older than ``orphan_grace_s`` are removed (only listed in a
+    dry run; None skips this), see :mod:`rlcd.compaction.cleanup`.
+
     Raises:
         UnsupportedFeatureError: the table has a feature rlcd cannot write safely, or writers
             that do not commit with put-if-absent (named).
         CorruptLogError: the log or schema cannot be used.
         StorageError: the store failed while loading or committing.
     """
+    cleanup = None
+    if orphan_grace_s is not None:
+        cleanup = await _clean(store, orphan_grace_s, now_ms(), dry_run=dry_run)
     if snapshot is None:
         snapshot = await load_snapshot(store)
     config = table_config(snapshot)
     config.ensure_writable()
     await ensure_put_if_absent_writers(store, version=snapshot.version)
-    policy = effective_policy(policy, config)
-    planned = _settled(snapshot, now_ms() - min_file_age_ms) if min_file_age_ms else snapshot
-    bins = tuple(plan_bins(planned, config, policy))
+    policy, bins = plan_table(
+        snapshot, policy, before_ms=now_ms() - min_file_age_ms if min_file_age_ms else None
+    )
     report = CompactionReport(
-        store.root, snapshot.version, policy, bins, dry_run=dry_run, snapshot=snapshot
+        store.root,
+        snapshot.version,
+        policy,
+        bins,
+        dry_run=dry_run,
+        snapshot=snapshot,
+        cleanup=cleanup,
     )
     if dry_run or not bins:
         return report
@@ -200,11 +266,11 @@ async def compact_table(
                 )
             done.append(rewritten)
         except RlcdError as exc:
-            failed.append(BinFailure(b, str(exc)))
+            failed.append(BinFailure(b, str(exc), FailureKind.of(exc)))
             log.warning("bin_failed", table=store.root, bin=b.bin_id, error=str(exc))
         except Exception as exc:  # one bin's surprise must not sink the whole run
             reason = f"unexpected {type(exc).__name__} while rewriting: {exc}"
-            failed.append(BinFailure(b, reason))
+            failed.append(BinFailure(b, reason, FailureKind.INTERNAL))
             log.exception("bin_failed", table=store.root, bin=b.bin_id, error=reason)
         if on_bin_done is not None:
             on_bin_done(b)
@@ -219,10 +285,22 @@ async def compact_table(
         raise
     order = {b.bin_id: i for i, b in enumerate(bins)}
     done.sort(key=lambda r: order[r.bin.bin_id])
-    outcome: CommitOutcome = await commit_bins(
-        store, snapshot, done, predicate=predicate, now_ms=now_ms
+    # shielded: a stop signal now would leave the commit's outcome unknown; it is short
+    with anyio.CancelScope(shield=True):
+        try:
+            outcome: CommitOutcome = await commit_bins(
+                store,
+                snapshot,
+                done,
+                predicate=predicate,
+                now_ms=now_ms,
+                max_masked_ratio=policy.max_masked_ratio,
+            )
+        except StorageError as exc:
+            raise await _failed_commit(store, snapshot.version, done, exc) from exc
+    failed.extend(
+        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT) for r in outcome.aborted
     )
-    failed.extend(BinFailure(r.bin, reason) for r, reason in outcome.aborted)
     return CompactionReport(
         store.root,
         snapshot.version,
@@ -232,10 +310,67 @@ async def compact_table(
         committed=outcome.committed,
         failed=tuple(failed),
         snapshot=snapshot,
+        cleanup=cleanup,
+        bin_results=outcome.results,
+        commit_attempts=outcome.attempts,
     )
 
 
-def _settled(snapshot: Snapshot, before_ms: int) -> Snapshot:
-    """``snapshot`` without the files modified at or after ``before_ms`` (for planning)."""
-    files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
-    return snapshot if len(files) == len(snapshot.files) else replace(snapshot, files=files)
+async def _failed_commit(
+    store: ObjectStore, read_version: int, done: Sequence[RewrittenBin], exc: StorageError
+) -> StorageError:
+    """The error to raise when committing failed with ``exc``, after deleting the outputs if
+    the commit surely did not land.
+
+    A refused request (access denied, a bad request: not transient) did not land; the log
+    after ``read_version`` is read to be sure no commit names an output, and then they are
+    deleted. After a transient failure the put may still land, so the outputs stay (a later
+    run's cleanup removes them if no commit names them).
+    """
+    reason = str(exc).removeprefix(f"{exc.operation} {exc.key}: ")
+    outputs = [b for b in done if b.key is not None]
+    kept = f"the commit may have landed, so its written outputs ({len(outputs)}) stay"
+    if not isinstance(exc, TransientStorageError):
+        try:
+            later = await read_commits_after(
+                store, read_version, through=read_version, table=store.root
+            )
+        except RlcdError as check:
+            log.warning("commit_check_failed", table=store.root, error=str(check))
+        else:
+            ours = {b.path for b in outputs}
+            named = {a.path for _, actions in later for a in actions if isinstance(a, AddFile)}
+            if not ours & named:
+                await discard_outputs(store, outputs)
+                kept = f"the commit did not land; its written outputs ({len(outputs)}) were deleted"
+    return StorageError(f"{reason}; {kept}", operation=exc.operation, key=exc.key)
+
+
+async def _clean(
+    store: ObjectStore, grace_s: float, now_ms: int, *, dry_run: bool
+) -> CleanupReport:
+    """The cleanup before a run; a store refusing it (say, no permission to list uploads)
+    leaves the leftovers for later but must not stop the compaction."""
+    try:
+        return await clean_table(store, grace_s=grace_s, now_ms=now_ms, dry_run=dry_run)
+    except StorageError as exc:
+        log.warning("cleanup_failed", table=store.root, error=str(exc))
+        return CleanupReport(store.root, grace_s, dry_run=dry_run, skipped=str(exc))
+
+
+def plan_table(
+    snapshot: Snapshot, policy: CompactionPolicy, *, before_ms: int | None = None
+) -> tuple[CompactionPolicy, tuple[Bin, ...]]:
+    """The table's effective policy and its bins, leaving out the files modified at or after
+    ``before_ms`` (younger than the minimum file age). Pure: the daemon plans every poll.
+
+    Raises:
+        UnsupportedFeatureError, ConfigError, TableError: as :func:`plan_bins`.
+    """
+    config = table_config(snapshot)
+    policy = effective_policy(policy, config)
+    if before_ms is not None:
+        files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
+        if len(files) < len(snapshot.files):
+            snapshot = replace(snapshot, files=files)
+    return policy, tuple(plan_bins(snapshot, config, policy))

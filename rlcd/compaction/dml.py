@@ -1,43 +1,172 @@
 """rlcd's deletion-vector writer: deletes rows by position without rewriting data files.
 
-The DML counterpart of compaction (design §5): it writes one DV file for all files it touches
-(or inline DVs), then commits ``remove(old key) + add(new DV)`` per file with ``dataChange=true``.
-A file whose every row is deleted is removed outright. Losing the commit race raises
-:class:`ConcurrentModificationError` after deleting the DV file it wrote; nothing is committed.
+The DML counterpart of compaction (design §5, §6): it writes one DV file for all files it
+touches (or inline DVs), then commits ``remove(old key) + add(new DV)`` per file with
+``dataChange=true``, through the transaction driver (:mod:`rlcd.delta.transaction`). A file
+whose every row is deleted is removed outright. Losing the race to a commit that left its files
+alone (appends, other files) is retried; to a DV delete of one of its files it merges onto the
+winner's DV when their deletions are disjoint (design §6) and conflicts when they overlap. Any
+other change to its files (a rewrite, a compaction), or to the table's metadata or protocol,
+raises :class:`ConcurrentModificationError` after deleting the DV files it wrote: nothing is
+committed.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
 
 import structlog
-from pyroaring import BitMap64
+from pyroaring import BitMap64, FrozenBitMap64
 
-from rlcd.delta.actions import Action, AddFile
+from rlcd.compaction.reconcile import loose_stats
+from rlcd.compaction.remap import merge_same_file
+from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 from rlcd.delta.coordination import ensure_put_if_absent_writers
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file
 from rlcd.delta.load import read_deletion_vector, table_config
 from rlcd.delta.names import dv_file_name
+from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, canonical_path
-from rlcd.delta.write import make_commit_info, write_commit
-from rlcd.errors import ConcurrentModificationError, TableError, UnsupportedFeatureError
+from rlcd.delta.transaction import Committed, Unknown, Winner, discard_files, run_transaction
+from rlcd.delta.write import make_commit_info
+from rlcd.errors import (
+    ConcurrentModificationError,
+    InternalError,
+    TableError,
+    UnsupportedFeatureError,
+)
 from rlcd.storage.base import AlreadyExists, ObjectStore
 
-__all__ = ("delete_rows",)
+__all__ = ("CONCURRENT_CHANGE", "delete_rows")
+
+CONCURRENT_CHANGE: Final = "concurrent_change"
+"""A winner changed a file the delete touches (or the table itself) other than by a DV update
+the delete can merge onto."""
 
 log = structlog.get_logger(__name__)
 
 
-def _loose_stats(add: AddFile) -> str:
-    """The add's stats with ``tightBounds=false``: the old bounds stay valid, just wide."""
-    stats = dict(add.parsed_stats)
-    stats["tightBounds"] = False
-    return json.dumps(stats, separators=(",", ":"))
+@dataclass(frozen=True, slots=True)
+class _File:
+    """One file of the delete: its live add (the tombstone's key), the DV that add has, and the
+    DV to commit (a superset)."""
+
+    live: AddFile
+    base: FrozenBitMap64
+    merged: FrozenBitMap64
+
+    @property
+    def emptied(self) -> bool:
+        return len(self.merged) >= (self.live.num_records or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Delete:
+    """The transaction's state: the files, and the DVs written for them as they are (None:
+    not written yet) with the DV file holding them."""
+
+    files: tuple[_File, ...]
+    descriptors: tuple[DeletionVectorDescriptor | None, ...] | None = None
+    dv_key: str | None = None
+
+
+async def _write_dvs(
+    store: ObjectStore, files: Sequence[_File], *, inline: bool
+) -> tuple[tuple[DeletionVectorDescriptor | None, ...], str | None]:
+    """Each file's new DV descriptor (None for an emptied file) and the DV file written."""
+    live = [f for f in files if not f.emptied]
+    if inline or not live:
+        return tuple(
+            None if f.emptied else DeletionVectorDescriptor.inline(f.merged) for f in files
+        ), None
+    dv_id, dv_key = dv_file_name(os.urandom(16))
+    data, ranges = encode_dv_file([f.merged for f in live])
+    if isinstance(await store.put_if_absent(dv_key, data), AlreadyExists):
+        raise InternalError(f"a fresh DV file name is taken: {dv_key}")
+    written = iter(ranges)
+    descriptors: list[DeletionVectorDescriptor | None] = []
+    for f in files:
+        if f.emptied:
+            descriptors.append(None)
+            continue
+        offset, size = next(written)
+        descriptors.append(
+            DeletionVectorDescriptor.for_file(
+                uuid=dv_id, offset=offset, size_in_bytes=size, cardinality=len(f.merged)
+            )
+        )
+    return tuple(descriptors), dv_key
+
+
+def _actions(
+    files: Sequence[_File],
+    descriptors: Sequence[DeletionVectorDescriptor | None],
+    *,
+    snapshot: Snapshot,
+    read_version: int,
+    txn_id: str,
+    now_ms: int,
+) -> list[Action]:
+    emptied = sum(1 for f in files if f.emptied)
+    actions: list[Action] = [
+        make_commit_info(
+            operation="DELETE",
+            parameters={"predicate": "[]"},
+            read_version=read_version,
+            previous_ict=snapshot.in_commit_timestamp,
+            isolation_level="WriteSerializable",
+            is_blind_append=False,
+            metrics={
+                "numDeletedRows": sum(len(f.merged) - len(f.base) for f in files),
+                "numRemovedFiles": emptied,
+                "numDeletionVectorsAdded": len(files) - emptied,
+            },
+            txn_id=txn_id,
+            now_ms=now_ms,
+            in_commit_timestamps=table_config(snapshot).in_commit_timestamps,
+        )
+    ]
+    for f, dv in zip(files, descriptors, strict=True):
+        actions.append(f.live.tombstone(now_ms=now_ms, data_change=True))
+        if dv is not None:
+            actions.append(
+                replace(
+                    f.live, deletion_vector=dv, data_change=True, stats=loose_stats(f.live.stats)
+                )
+            )
+    return actions
+
+
+def _touches(
+    files: Mapping[str, _File], version: int, actions: Sequence[Action]
+) -> dict[str, tuple[list[RemoveFile], list[AddFile]]] | Abort:
+    """The winner's removes and adds of each of our files, or an abort for a table change."""
+    touched: dict[str, tuple[list[RemoveFile], list[AddFile]]] = {}
+    for action in actions:
+        if isinstance(action, Metadata | Protocol):
+            return Abort(CONCURRENT_CHANGE, f"version {version} changed the table's {action.KIND}")
+        if isinstance(action, RemoveFile | AddFile) and canonical_path(action.path) in files:
+            removes, adds = touched.setdefault(canonical_path(action.path), ([], []))
+            if isinstance(action, RemoveFile):
+                removes.append(action)
+            else:
+                adds.append(action)
+    return touched
+
+
+def _dv_update(live: AddFile, removes: list[RemoveFile], adds: list[AddFile]) -> AddFile | None:
+    """The winner's new add of the file when it only updated the live file's DV, else None."""
+    if len(removes) != 1 or len(adds) != 1:
+        return None
+    remove, add = removes[0], adds[0]
+    if remove.dv_unique_id != live.dv_unique_id or not remove.data_change or not add.data_change:
+        return None
+    return add
 
 
 async def delete_rows(
@@ -47,6 +176,7 @@ async def delete_rows(
     *,
     inline: bool = False,
     now_ms: int | None = None,
+    max_attempts: int = 10,
 ) -> int:
     """Delete rows, given as physical positions per file path, and commit; returns the version.
 
@@ -54,7 +184,10 @@ async def delete_rows(
         UnsupportedFeatureError: the table does not allow row deletions or new deletion
             vectors, or has writers that do not commit with put-if-absent.
         TableError: a path is not live, lacks ``numRecords``, or a position is out of range.
-        ConcurrentModificationError: another commit took the next version.
+        ConcurrentModificationError: a winning commit changed one of the files (other than by
+            a DV update with disjoint deletions) or the table, or every attempt lost.
+        StorageError: the store kept failing on the commit put, so whether it landed is not
+            known (the DV file is kept).
     """
     config = table_config(snapshot)
     config.ensure_rows_deletable()
@@ -63,9 +196,7 @@ async def delete_rows(
         raise UnsupportedFeatureError(
             "deletion vectors are not enabled (delta.enableDeletionVectors)", table=store.root
         )
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    changed: list[tuple[AddFile, BitMap64]] = []
-    newly_deleted = 0
+    files: list[_File] = []
     for path, positions in deletions.items():
         add = snapshot.files.get(canonical_path(path))
         if add is None:
@@ -88,62 +219,85 @@ async def delete_rows(
                 version=snapshot.version,
                 path=path,
             )
-        old = await read_deletion_vector(store, add, version=snapshot.version)
-        merged = old | new
-        if merged != old:
-            changed.append((add, merged))
-            newly_deleted += len(merged) - len(old)
-    if not changed:
+        old = FrozenBitMap64(await read_deletion_vector(store, add, version=snapshot.version))
+        if not new.issubset(old):
+            files.append(_File(add, old, FrozenBitMap64(old | new)))
+    if not files:
         return snapshot.version
 
-    dv_key = None
-    descriptors: list[DeletionVectorDescriptor | None] = []
-    live = [(add, bm) for add, bm in changed if len(bm) < (add.num_records or 0)]
-    if inline:
-        descriptors = [DeletionVectorDescriptor.inline(bm) for _, bm in live]
-    elif live:
-        dv_id, dv_key = dv_file_name(os.urandom(16))
-        data, ranges = encode_dv_file([bm for _, bm in live])
-        await store.put_if_absent(dv_key, data)
-        descriptors = [
-            DeletionVectorDescriptor.for_file(
-                uuid=dv_id, offset=offset, size_in_bytes=size, cardinality=len(bm)
-            )
-            for (_, bm), (offset, size) in zip(live, ranges, strict=True)
-        ]
-    new_dvs = {id(add): dv for (add, _), dv in zip(live, descriptors, strict=True)}
-
-    actions: list[Action] = [
-        make_commit_info(
-            operation="DELETE",
-            parameters={"predicate": "[]"},
+    async def build(
+        state: _Delete, current: Snapshot, txn_id: str
+    ) -> tuple[Sequence[Action], _Delete]:
+        if state.descriptors is None:
+            descriptors, dv_key = await _write_dvs(store, state.files, inline=inline)
+            state = replace(state, descriptors=descriptors, dv_key=dv_key)
+        assert state.descriptors is not None
+        stamp = now_ms if now_ms is not None else int(time.time() * 1000)
+        actions = _actions(
+            state.files,
+            state.descriptors,
+            snapshot=current,
             read_version=snapshot.version,
-            previous_ict=snapshot.in_commit_timestamp,
-            isolation_level="WriteSerializable",
-            is_blind_append=False,
-            metrics={
-                "numDeletedRows": newly_deleted,
-                "numRemovedFiles": len(changed) - len(live),
-                "numDeletionVectorsAdded": len(live),
-            },
-            txn_id=str(uuid.uuid4()),
-            now_ms=now_ms,
-            in_commit_timestamps=config.in_commit_timestamps,
+            txn_id=txn_id,
+            now_ms=stamp,
         )
-    ]
-    for add, _ in changed:
-        actions.append(add.tombstone(now_ms=now_ms, data_change=True))
-        dv = new_dvs.get(id(add))
-        if dv is not None:
-            actions.append(
-                replace(add, deletion_vector=dv, data_change=True, stats=_loose_stats(add))
-            )
-    version = snapshot.version + 1
-    if isinstance(await write_commit(store, version, actions), AlreadyExists):
-        if dv_key is not None:
-            await store.delete(dv_key)
+        return actions, state
+
+    async def rebase(
+        state: _Delete, current: Snapshot, winners: Sequence[Winner]
+    ) -> _Delete | Abort:
+        by_path = {canonical_path(f.live.path): f for f in state.files}
+        for version, actions in winners:
+            touched = _touches(by_path, version, actions)
+            if isinstance(touched, Abort):
+                return touched
+            for path, (removes, adds) in touched.items():
+                mine = by_path[path]
+                theirs = _dv_update(mine.live, removes, adds)
+                if theirs is None:
+                    return Abort(
+                        CONCURRENT_CHANGE, f"version {version} rewrote or removed {mine.live.path}"
+                    )
+                winner_dv = await read_deletion_vector(store, theirs, version=version)
+                merged = merge_same_file(mine.base, winner_dv, mine.merged)
+                if isinstance(merged, Abort):
+                    return Abort(
+                        merged.reason, f"version {version} on {mine.live.path}: {merged.detail}"
+                    )
+                by_path[path] = _File(theirs, FrozenBitMap64(winner_dv), merged)
+        files = tuple(by_path[canonical_path(f.live.path)] for f in state.files)
+        if files == state.files:
+            return state
+        await discard_files(
+            store, [state.dv_key], what="dv_file"
+        )  # the merged DVs are written anew
+        return _Delete(files)
+
+    result = await run_transaction(
+        store,
+        snapshot,
+        _Delete(tuple(files)),
+        build=build,
+        rebase=rebase,
+        txn_id=str(uuid.uuid4()),
+        max_attempts=max_attempts,
+    )
+    outcome = result.outcome
+    if isinstance(outcome, Unknown):
+        raise outcome.error
+    if isinstance(outcome, Abort):
+        await discard_files(store, [result.state.dv_key], what="dv_file")
         raise ConcurrentModificationError(
-            "another writer committed this version first", table=store.root, version=version
+            f"another writer's commit conflicts: {outcome}",
+            table=store.root,
+            version=result.snapshot.version,
         )
-    log.info("rows_deleted", table=store.root, version=version, files=len(changed))
-    return version
+    assert isinstance(outcome, Committed)
+    log.info(
+        "rows_deleted",
+        table=store.root,
+        version=outcome.version,
+        files=len(result.state.files),
+        attempts=result.attempts,
+    )
+    return outcome.version

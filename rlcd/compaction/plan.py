@@ -66,11 +66,7 @@ from rlcd.compaction.tags import optimized_for
 from rlcd.delta.actions import AddFile
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
-from rlcd.delta.schema import (
-    ColumnMappingMode,
-    parse_schema,
-    physical_partition_columns,
-)
+from rlcd.delta.schema import ColumnMappingMode, parse_schema
 from rlcd.errors import ConfigError, CorruptLogError, InternalError
 
 __all__ = ("Bin", "plan_bins")
@@ -140,10 +136,12 @@ def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy)
 
     Raises:
         UnsupportedFeatureError: rlcd cannot write the table safely (it names the features).
-        ConfigError: the partition filter names a column that is not a partition column, or
-            the policy conflicts with the table's target size.
+        ConfigError: the partition filter names a column that is not a partition column or a
+            value its column's type cannot hold, or the policy conflicts with the table's
+            target size.
         TableError: the table's ``delta.targetFileSize`` is not a size, or the filter needs
-            column-mapped names and the schema does not give them.
+            partition columns' types and names that the schema does not give, or a file's
+            partition value is not a value of its column's type.
         InternalError: ``config`` does not describe ``snapshot``.
     """
     if config.protocol != snapshot.protocol or config.metadata != snapshot.metadata:
@@ -155,7 +153,7 @@ def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy)
     for position, add in enumerate(snapshot.files.values()):
         if add.clustering_provider is not None:
             continue  # §5.3: only the clustering implementation rewrites these
-        if matches is not None and not matches(add.partition_values):
+        if matches is not None and not matches(add):
             continue
         candidate = _candidate(position, add, policy)
         if candidate is not None:
@@ -222,25 +220,33 @@ def _bin(group: Sequence[_Candidate]) -> Bin:
 
 def _partition_matcher(
     policy: CompactionPolicy, config: TableConfig, version: int
-) -> Callable[[Mapping[str, str | None]], bool] | None:
-    """The policy's partition filter bound to this table's physical partition keys (§5.1)."""
+) -> Callable[[AddFile], bool] | None:
+    """The policy's partition filter bound to this table's partition columns: their types
+    and physical ``partitionValues`` keys (§5.1)."""
     if policy.partition_filter is None:
         return None
-    logical = tuple(config.metadata.partition_columns)
+    partition_columns = config.metadata.partition_columns
     try:
+        schema = parse_schema(config.metadata.schema_string)
         mode = ColumnMappingMode(config.column_mapping_mode)
-        if mode is ColumnMappingMode.NONE:
-            physical = logical
-        else:
-            schema = parse_schema(config.metadata.schema_string)
-            physical = physical_partition_columns(schema, logical, mode)
+        bound = policy.partition_filter.bind(
+            schema, partition_columns=partition_columns, mode=mode, partition_only=True
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"table {config.table}: {exc}") from exc
     except (ValueError, KeyError) as exc:
         raise CorruptLogError(
-            f"cannot map partition columns to physical names: {exc}",
+            f"cannot map partition columns {list(partition_columns)} to the schema: {exc}",
             table=config.table,
             version=version,
         ) from exc
-    try:
-        return policy.partition_filter.bind(dict(zip(logical, physical, strict=True)))
-    except ConfigError as exc:
-        raise ConfigError(f"table {config.table}: {exc}") from exc
+
+    def matches(add: AddFile) -> bool:
+        try:
+            return bound.matches_partition(add.partition_values)
+        except ValueError as exc:
+            raise CorruptLogError(
+                str(exc), table=config.table, version=version, path=add.path
+            ) from exc
+
+    return matches

@@ -20,38 +20,28 @@ configuration as it does in Spark and Databricks. The planner (``plan.py``, desi
 * ``max_deleted_rows_ratio`` (default 0.05, Spark's ``optimize.maxDeletedRowsRatio``): a file
   whose DV deletes more than this fraction of its rows is rewritten to purge the DV, even alone.
 * ``max_bins``: at most this many bins per plan (None: no limit).
-* ``partition_filter``: only files whose partition values satisfy it (``--where``).
+* ``partition_filter``: a :class:`~rlcd.delta.predicate.Predicate` (``--where``) that the
+  planner binds to the table's partition columns; only files whose partition values make it
+  TRUE are candidates.
 * ``codec`` and ``row_group_rows``: how the rewrite encodes its outputs.
 * ``encodings``: ``conservative`` (a dictionary on every column while it stays small) or
   ``adaptive`` (per-column encodings chosen from the data, ``encodings.py``).
 
-*Partition filters* are a deliberately small language over the raw ``partitionValues`` strings
-(protocol notes §2.11), a conjunction of clauses::
-
-    filter := clause ( AND clause )*
-    clause := column = value | column IN ( value [, value]* ) | column IS [NOT] NULL
-    column := name | `quoted name`          (`` inside backquotes is one backquote)
-    value  := 'quoted text' | bare-word     ('' inside quotes is one quote)
-
-Keywords are case-insensitive; a bare word is letters, digits and ``_ . : + -``
-(``date = 2024-01-01``). Columns are *logical* names, matched ignoring case as Delta does;
-:meth:`PartitionFilter.bind` maps them to the physical ``partitionValues`` keys (column
-mapping, §5.1). Values compare to the raw string exactly as the log wrote it: ``n = 1`` does
-not match ``"01"``, and a timestamp must be written in the form the table uses. A null
-partition value is JSON ``null`` or ``""`` (§2.11); only ``IS NULL`` matches it, so ``''`` and a
-bare ``NULL`` as values are errors rather than filters that silently match nothing.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final
 
-from rlcd.delta.protocol import TableConfig
 from rlcd.errors import ConfigError, TableError
+
+if TYPE_CHECKING:  # annotations only: `rlcd --help` reads CODECS without loading pyarrow
+    from rlcd.delta.predicate import Predicate
+    from rlcd.delta.protocol import TableConfig
 
 __all__ = (
     "MIB",
@@ -61,8 +51,6 @@ __all__ = (
     "CODECS",
     "ENCODINGS",
     "TARGET_FILE_SIZE_PROPERTY",
-    "PartitionClause",
-    "PartitionFilter",
     "CompactionPolicy",
     "parse_byte_size",
     "parse_duration",
@@ -131,202 +119,6 @@ def parse_duration(text: str) -> float:
     return float(match[1]) * _DURATION_UNITS[match[2]]
 
 
-# --- partition filters ---------------------------------------------------------------------------
-
-_TOKEN_RE: Final = re.compile(
-    r"\s*(?:"
-    r"(?P<name>`(?:[^`]|``)+`)"
-    r"|(?P<string>'(?:[^']|'')*')"
-    r"|(?P<punct>[(),=])"
-    r"|(?P<word>[A-Za-z0-9_.:+\-]+)"
-    r"|(?P<end>\Z)"
-    r")"
-)
-_KEYWORDS: Final = frozenset({"AND", "IN", "IS", "NOT", "NULL"})
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionClause:
-    """One clause: the value of ``column`` (logical name) is in ``values``, or not if negated.
-
-    ``None`` in ``values`` stands for a null partition value; it only comes from ``IS NULL``.
-    """
-
-    column: str
-    values: frozenset[str | None]
-    negated: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.column:
-            raise ValueError("a partition clause needs a column")
-        if not self.values:
-            raise ValueError(f"partition clause on {self.column!r} has no values")
-        if "" in self.values:
-            raise ValueError("'' is a null partition value (protocol notes §2.11): use IS NULL")
-
-    def matches(self, raw: str | None) -> bool:
-        """Whether a raw ``partitionValues`` entry satisfies the clause (``""`` is null)."""
-        return ((raw or None) in self.values) != self.negated
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionFilter:
-    """A parsed ``--where``: all ``clauses`` must hold. ``text`` is kept for messages and logs."""
-
-    text: str
-    clauses: tuple[PartitionClause, ...]
-
-    def __post_init__(self) -> None:
-        if not self.clauses:
-            raise ValueError("a partition filter needs at least one clause")
-
-    @classmethod
-    def parse(cls, text: str) -> PartitionFilter:
-        """Parse the filter language of the module header.
-
-        Raises:
-            ConfigError: naming ``text``, the problem and where it is.
-        """
-        return cls(text, _Parser(text).parse())
-
-    def bind(
-        self, logical_to_physical: Mapping[str, str]
-    ) -> Callable[[Mapping[str, str | None]], bool]:
-        """A predicate over a file's raw ``partitionValues``, for one table.
-
-        Args:
-            logical_to_physical: each partition column's logical name (``partitionColumns``)
-                to its ``partitionValues`` key; the identity without column mapping (§5.1).
-                Filter columns match these names exactly, else ignoring case.
-
-        Raises:
-            ConfigError: a column in the filter is not a partition column.
-        """
-        folded = {name.casefold(): physical for name, physical in logical_to_physical.items()}
-        bound: list[tuple[str, PartitionClause]] = []
-        for clause in self.clauses:
-            physical = logical_to_physical.get(clause.column, folded.get(clause.column.casefold()))
-            if physical is None:
-                columns = ", ".join(logical_to_physical) or "none"
-                raise ConfigError(
-                    f"partition filter {self.text!r} names {clause.column!r}, which is not a "
-                    f"partition column (partition columns: {columns})"
-                )
-            bound.append((physical, clause))
-
-        def matches(partition_values: Mapping[str, str | None]) -> bool:
-            # A missing key reads as null, like a null value.
-            return all(c.matches(partition_values.get(key)) for key, c in bound)
-
-        return matches
-
-
-class _Token(NamedTuple):
-    """``kind`` is name (a column in backquotes), string, punct, keyword, word or end."""
-
-    kind: str
-    text: str  # unquoted for name and string, upper case for keyword
-    position: int
-
-
-class _Parser:
-    """Recursive descent over one filter text (grammar in the module header)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens = list(self._tokenize())
-        self.index = 0
-
-    def _tokenize(self) -> Iterator[_Token]:
-        position = 0
-        while True:
-            match = _TOKEN_RE.match(self.text, position)
-            if match is None:
-                at = len(self.text) - len(self.text[position:].lstrip())
-                raise self._error(f"unexpected {self.text[at]!r}", at)
-            kind = match.lastgroup or "end"
-            raw, start = match[kind], match.start(kind)
-            if kind == "end":
-                yield _Token("end", "", start)
-                return
-            if kind == "name":
-                yield _Token(kind, raw[1:-1].replace("``", "`"), start)
-            elif kind == "string":
-                yield _Token(kind, raw[1:-1].replace("''", "'"), start)
-            elif kind == "word" and raw.upper() in _KEYWORDS:
-                yield _Token("keyword", raw.upper(), start)
-            else:
-                yield _Token(kind, raw, start)
-            position = match.end()
-
-    def _error(self, problem: str, position: int) -> ConfigError:
-        where = "at the end" if position >= len(self.text) else f"at character {position + 1}"
-        return ConfigError(f"partition filter {self.text!r}: {problem} {where}")
-
-    def _take(self) -> _Token:
-        token = self.tokens[self.index]
-        if token.kind != "end":
-            self.index += 1
-        return token
-
-    def _accept(self, kind: str, text: str) -> bool:
-        """Consume the next token if it is ``text`` of ``kind``."""
-        token = self.tokens[self.index]
-        if token.kind == kind and token.text == text:
-            self.index += 1
-            return True
-        return False
-
-    def _expect(self, kind: str, text: str) -> None:
-        if not self._accept(kind, text):
-            token = self.tokens[self.index]
-            raise self._error(f"expected {text}, found {_describe(token)}", token.position)
-
-    def parse(self) -> tuple[PartitionClause, ...]:
-        clauses = [self._clause()]
-        while self.tokens[self.index].kind != "end":
-            self._expect("keyword", "AND")
-            clauses.append(self._clause())
-        return tuple(clauses)
-
-    def _clause(self) -> PartitionClause:
-        column = self._take()
-        if column.kind not in ("name", "word"):
-            raise self._error(f"expected a column name, found {_describe(column)}", column.position)
-        if self._accept("punct", "="):
-            return PartitionClause(column.text, frozenset({self._value()}))
-        if self._accept("keyword", "IN"):
-            self._expect("punct", "(")
-            values = {self._value()}
-            while self._accept("punct", ","):
-                values.add(self._value())
-            self._expect("punct", ")")
-            return PartitionClause(column.text, frozenset(values))
-        if self._accept("keyword", "IS"):
-            negated = self._accept("keyword", "NOT")
-            self._expect("keyword", "NULL")
-            return PartitionClause(column.text, frozenset({None}), negated=negated)
-        token = self.tokens[self.index]
-        raise self._error(
-            f"expected =, IN or IS after {column.text!r}, found {_describe(token)}",
-            token.position,
-        )
-
-    def _value(self) -> str:
-        token = self._take()
-        if token.kind == "string" and not token.text:
-            raise self._error("'' is a null partition value (§2.11); use IS NULL", token.position)
-        if token.kind == "keyword" and token.text == "NULL":
-            raise self._error("NULL is not a value; use IS NULL", token.position)
-        if token.kind not in ("string", "word"):
-            raise self._error(f"expected a value, found {_describe(token)}", token.position)
-        return token.text
-
-
-def _describe(token: _Token) -> str:
-    return "nothing" if token.kind == "end" else repr(token.text)
-
-
 # --- the policy ----------------------------------------------------------------------------------
 
 
@@ -346,9 +138,12 @@ class CompactionPolicy:
     min_file_size: int | None = None
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
     max_bins: int | None = None
-    partition_filter: PartitionFilter | None = None
+    partition_filter: Predicate | None = None
     codec: str = "zstd"
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    # the largest deleted fraction of an output that masking a source rewritten by a winning
+    # copy-on-write DML may leave (above it the bin aborts instead; design §4)
+    max_masked_ratio: float = 0.5
     encodings: str = ENCODINGS[0]
 
     def __post_init__(self) -> None:
@@ -384,6 +179,9 @@ class CompactionPolicy:
                 f"row_group_rows must be at most {MAX_ROW_GROUP_ROWS} (pyarrow's longest row "
                 f"group), got {self.row_group_rows}"
             )
+        masked = self.max_masked_ratio
+        if isinstance(masked, bool) or not isinstance(masked, int | float) or not 0 <= masked <= 1:
+            raise ConfigError(f"max_masked_ratio must be a number in [0, 1], got {masked!r}")
 
     @property
     def small_file_threshold(self) -> int:

@@ -27,11 +27,12 @@ the caller aborts the bin or the transaction.
 from __future__ import annotations
 
 import array
+import struct
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from pyroaring import AbstractBitMap64, FrozenBitMap64
+from pyroaring import AbstractBitMap64, BitMap, FrozenBitMap64
 
 from rlcd.delta.outcome import Abort
 
@@ -56,6 +57,8 @@ OVERLAPPING_DELETES: Final = "overlapping_deletes"
 """Two concurrent DV updates of one file delete some of the same rows: a real conflict."""
 
 _Positions = npt.NDArray[np.uint64]
+_MAX_32: Final = 2**32 - 1
+_ONE_BUCKET: Final = struct.pack("<QI", 1, 0)  # 64-bit portable: one bucket, key 0
 
 
 def _array(bitmap: AbstractBitMap64) -> _Positions:
@@ -64,7 +67,14 @@ def _array(bitmap: AbstractBitMap64) -> _Positions:
 
 
 def _bitmap(positions: _Positions) -> FrozenBitMap64:
-    """A bitmap of sorted ``uint64`` positions (one buffer copy, no per-row Python)."""
+    """A bitmap of sorted ``uint64`` positions (one buffer copy, no per-row Python).
+
+    Below 2**32 (any file of fewer than 4G rows) the 32-bit bitmap is built, about twice as
+    fast, and wrapped as the single bucket (key 0) of the 64-bit portable format.
+    """
+    if not len(positions) or int(positions[-1]) <= _MAX_32:
+        small = BitMap(array.array("I", positions.astype(np.uint32).tobytes()))
+        return FrozenBitMap64.deserialize(_ONE_BUCKET + small.serialize())
     return FrozenBitMap64(array.array("Q", positions.tobytes()))
 
 

@@ -125,13 +125,29 @@ class LogSettings:
 
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
-    """``[metrics]``: where ``/metrics`` and ``/healthz`` listen; ``listen`` None disables them.
+    """``[metrics]``: ``configured`` is the file's ``listen`` (None: no endpoints), and
+    :attr:`listen` where this shard instance serves ``/metrics`` and ``/healthz``.
 
-    Port 0 picks a free port (tests). Use :attr:`Settings.metrics_listen`, which gives each
-    shard instance its own port.
+    Instance ``i`` takes the port + ``i``, so shards sharing one file on one host do not
+    collide; port 0 (any free port, for tests) stays 0.
     """
 
-    listen: tuple[str, int] | None = ("127.0.0.1", 9464)
+    configured: tuple[str, int] | None = ("127.0.0.1", 9464)
+    instance: int = 0
+
+    def __post_init__(self) -> None:
+        if self.configured is not None and self.configured[1] + self.instance > 65535:
+            raise ConfigError(
+                f"port {self.configured[1]} + shard instance {self.instance} is above 65535"
+            )
+
+    @property
+    def listen(self) -> tuple[str, int] | None:
+        """This instance's address, or None when the endpoints are off."""
+        if self.configured is None:
+            return None
+        host, port = self.configured
+        return host, port + self.instance if port else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +182,7 @@ class TablePolicy:
       its small files hold at least ``min_small_bytes`` bytes together, or a DV purge is due;
       and not sooner than ``min_interval_s`` after its last compaction.
     * Files younger than ``min_file_age_s`` are left alone (writers that cannot reconcile never
-      race rlcd on fresh files). It lives here until :class:`CompactionPolicy` carries it.
+      race rlcd on fresh files): pass it to ``compact_table(min_file_age_ms=...)``.
     * ``enabled = false`` keeps the table watched but never compacted.
 
     Invariants: those of :class:`CompactionPolicy` (checked by building it), counts >= 1,
@@ -281,15 +297,6 @@ class Settings:
     tables: tuple[TableEntry, ...] = ()
     discover: tuple[DiscoverEntry, ...] = ()
 
-    @property
-    def metrics_listen(self) -> tuple[str, int] | None:
-        """Where this instance's endpoints listen: instance ``i`` takes the port + ``i``, so
-        shards sharing one file and one host do not collide (port 0 stays 0: any free port)."""
-        if self.metrics.listen is None:
-            return None
-        host, port = self.metrics.listen
-        return host, port + self.shard.instance if port else 0
-
     def entry(self, uri: TableUri) -> TableEntry | None:
         """The ``[[table]]`` naming ``uri``, if any."""
         return next((t for t in self.tables if t.uri == uri), None)
@@ -344,9 +351,10 @@ def with_instance(settings: Settings, instance: int) -> Settings:
     """
     try:
         shard = ShardSettings(instance=instance, instances=settings.shard.instances)
+        metrics = replace(settings.metrics, instance=instance)
     except ConfigError as exc:
         raise ConfigError(f"--instance: {exc}, in {settings.source}") from exc
-    return replace(settings, shard=shard)
+    return replace(settings, shard=shard, metrics=metrics)
 
 
 # --- values --------------------------------------------------------------------------------------
@@ -543,7 +551,7 @@ _S3: Final = _keys(
     ("addressing_style", _addressing),
 )
 _LOG: Final = _keys(("format", _choice(LOG_FORMATS)), ("level", _choice(LOG_LEVELS)))
-_METRICS: Final = _keys(("listen", _listen))
+_METRICS: Final = (_Key("listen", "configured", _listen),)
 _SHARD: Final = _keys(("instance", _count(minimum=0)), ("instances", _count(minimum=1)))
 _POLICY: Final = (
     _Key("target_file_size", "target_file_size", _size(minimum=1)),
@@ -556,6 +564,7 @@ _POLICY: Final = (
     _Key("codec", "codec", _choice(sorted(CODECS))),
     _Key("enabled", "enabled", _boolean),
 )
+# ``uri`` and ``prefix`` are listed to be known; _Reader.uri reads them (relative paths).
 _TABLE: Final = (_Key("uri", "uri", lambda v: v),)
 _DISCOVER: Final = (
     _Key("prefix", "prefix", lambda v: v),
@@ -706,16 +715,19 @@ def parse_settings(text: str, *, source: str, base_dir: str) -> Settings:
     for name in doc:
         reader.refuse_unknown(name, name, [*_SECTIONS, *_ARRAYS])
 
-    s3 = reader.section(doc, "s3")
-    policy_values = reader.section(doc, "policy")
+    shard = reader.build("shard", ShardSettings, reader.section(doc, "shard"))
     settings = Settings(
         source=source,
         daemon=reader.build("daemon", DaemonSettings, reader.section(doc, "daemon")),
-        s3=reader.build("s3", S3Config, s3),
+        s3=reader.build("s3", S3Config, reader.section(doc, "s3")),
         log=reader.build("log", LogSettings, reader.section(doc, "log")),
-        metrics=reader.build("metrics", MetricsSettings, reader.section(doc, "metrics")),
-        shard=reader.build("shard", ShardSettings, reader.section(doc, "shard")),
-        policy=reader.build("policy", TablePolicy, policy_values),
+        shard=shard,
+        metrics=reader.build(
+            "metrics",
+            MetricsSettings,
+            {**reader.section(doc, "metrics"), "instance": shard.instance},
+        ),
+        policy=reader.build("policy", TablePolicy, reader.section(doc, "policy")),
         tables=tuple(_table_entries(reader, doc)),
         discover=tuple(_discover_entries(reader, doc)),
     )

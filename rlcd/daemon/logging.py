@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+from collections.abc import Collection, MutableMapping
+from typing import Any, TextIO
 
 import structlog
 
@@ -13,7 +14,11 @@ __all__ = ("configure_logging",)
 
 
 def configure_logging(
-    *, level: str = "info", json: bool | None = None, stream: TextIO | None = None
+    *,
+    level: str = "info",
+    json: bool | None = None,
+    stream: TextIO | None = None,
+    drop_events: Collection[str] = (),
 ) -> None:
     """Route rlcd's events to ``stream`` (stderr by default) at ``level``.
 
@@ -21,6 +26,7 @@ def configure_logging(
         level: minimum level name (debug, info, warning, error).
         json: force JSON (True) or the console renderer (False); None picks console on a TTY.
         stream: where to write.
+        drop_events: event names not to log at all (the CLI's report states them already).
     """
     out = stream or sys.stderr
     as_json = not out.isatty() if json is None else json
@@ -29,6 +35,7 @@ def configure_logging(
     )
     structlog.configure(
         processors=[
+            _Drop(frozenset(drop_events)),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -41,3 +48,17 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
+
+
+class _Drop:
+    """A processor that drops the named events."""
+
+    def __init__(self, events: frozenset[str]) -> None:
+        self._events = events
+
+    def __call__(
+        self, logger: object, method: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        if event.get("event") in self._events:
+            raise structlog.DropEvent
+        return event

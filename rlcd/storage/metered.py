@@ -8,8 +8,9 @@ listing counts once however many pages the backend fetches, a streaming upload o
 opened.
 
 Operations: ``get``, ``head``, ``list``, ``put``, ``put_if_absent``, ``delete``, ``upload``
-(a streaming writer), and for local files ``local_read`` (a file opened in place) and
-``local_write`` (a file written natively). Bytes are those read or written by the call.
+(a streaming writer), ``list_uploads``, ``abort_upload``, and for local files ``local_read``
+(a file opened in place) and ``local_write`` (a file written natively). Bytes are those read
+or written by the call.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rlcd.storage.base import (
     ObjectMeta,
     ObjectStore,
     ObjectWriter,
+    PendingUpload,
     PutResult,
 )
 
@@ -96,6 +98,14 @@ class MeteredStore:
     def open_writer(self, key: str) -> ObjectWriter:
         self.count("upload")
         return _MeteredWriter(self, self.inner.open_writer(key))
+
+    def list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
+        self.count("list_uploads")
+        return self.inner.list_uploads(prefix)
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        self.count("abort_upload")
+        await self.inner.abort_upload(key, upload_id)
 
     def local_files(self) -> LocalFiles | None:
         files = self.inner.local_files()

@@ -124,10 +124,14 @@ def test_bad_arguments_and_tables(tmp_path: Path) -> None:
 
 def test_demo_command_runs_the_whole_job(tmp_path: Path) -> None:
     """`rlcd demo` builds, compacts and verifies a table and says the rows are identical."""
-    result = rlcd("demo", "--path", str(tmp_path / "demo"), "--files", "9", "--rows", "300")
+    result = rlcd(
+        "demo", "--one-shot", "--path", str(tmp_path / "demo"), "--files", "9", "--rows", "300"
+    )
     assert result.returncode == 0, result.stderr
     assert "verified" in result.stdout and "identical" in result.stdout
-    again = rlcd("demo", "--path", str(tmp_path / "demo"), "--files", "3", "--rows", "4")
+    again = rlcd(
+        "demo", "--one-shot", "--path", str(tmp_path / "demo"), "--files", "3", "--rows", "4"
+    )
     assert again.returncode == 0, again.stderr  # an earlier demo table is recreated
 
 
@@ -135,11 +139,11 @@ def test_demo_never_deletes_what_it_did_not_make(tmp_path: Path) -> None:
     """A --path holding anything but a demo table is refused (exit 2) and left as it was; so
     are arguments the demo cannot run with."""
     (tmp_path / "thesis.txt").write_text("years of work")
-    result = rlcd("demo", "--path", str(tmp_path), "--files", "3", "--rows", "4")
+    result = rlcd("demo", "--one-shot", "--path", str(tmp_path), "--files", "3", "--rows", "4")
     assert result.returncode == 2 and "is not a demo table rlcd made" in result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["thesis.txt"]
     for args in (("--files", "2"), ("--rows", "0")):
-        bad = rlcd("demo", "--path", str(tmp_path / "d"), *args)
+        bad = rlcd("demo", "--one-shot", "--path", str(tmp_path / "d"), *args)
         assert bad.returncode == 2 and "the demo needs" in bad.stderr, bad.stderr
 
 
@@ -156,3 +160,50 @@ def test_the_command_runs_arrow_on_jemalloc_unless_told_otherwise(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == pool
+
+
+def test_logging_options_work_after_the_subcommand_too(tmp_path: Path) -> None:
+    """--log-level and --log-format are taken before or after the subcommand alike."""
+    partitioned(tmp_path)
+    done = rlcd("compact", str(tmp_path), "--log-level", "info", "--log-format", "json")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line)["event"] for line in done.stderr.splitlines()]
+    assert "bins_committed" in events
+    quiet = rlcd("--log-level", "error", "compact", str(tmp_path))
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_help_is_plain_text_with_codecs_and_exit_codes() -> None:
+    """--help shows no reST markup, lists the exit codes, and compact's lists the codecs."""
+    top = rlcd("--help")
+    compact = rlcd("compact", "--help")
+    for text in (top.stdout, compact.stdout):
+        assert "``" not in text and ":class:" not in text
+        assert "Exit codes:" in text and "143 by SIGTERM" in text
+    assert "{gzip,none,snappy,zstd}" in compact.stdout
+    bad = rlcd("compact", "t", "--codec", "lz4")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_every_warning_appears_once(tmp_path: Path) -> None:
+    """A bin that fails is said once, in the report on stdout, not again as a log line on
+    stderr; --log-format json asks for every event, and gets the machine line too."""
+    partitioned(tmp_path)
+    victim = next((tmp_path / "part=a").iterdir())
+    victim.unlink()
+    done = rlcd("compact", str(tmp_path))
+    assert done.returncode == 1
+    assert done.stdout.count("not compacted") == 1 and victim.name in done.stdout
+    assert done.stderr == ""
+    machine = rlcd("compact", str(tmp_path), "--log-format", "json")
+    assert [json.loads(line)["event"] for line in machine.stderr.splitlines()] == ["bin_failed"]
+
+
+def test_ambiguous_sizes_are_refused_and_real_units_honoured(tmp_path: Path) -> None:
+    """`--target-size 1m` is refused naming both readings; 1MB and 1MiB mean what they say."""
+    partitioned(tmp_path)
+    bad = rlcd("compact", str(tmp_path), "--target-size", "1m", "--dry-run")
+    assert bad.returncode == 2 and "1MiB" in bad.stderr and "1MB" in bad.stderr
+    for flag, shown in (("2MB", "1.9 MiB"), ("2MiB", "2.0 MiB")):
+        plan = rlcd("compact", str(tmp_path), "--target-size", flag, "--dry-run")
+        assert plan.returncode == 0 and f"(target {shown})" in plan.stdout, plan.stderr

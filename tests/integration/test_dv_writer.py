@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import decimal
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,9 @@ import deltalake
 import pyarrow as pa
 import pytest
 
+from rlcd.compaction.compact import compact_table
 from rlcd.compaction.dml import delete_rows
+from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.load import load_snapshot, read_deletion_vector
 from rlcd.errors import ConcurrentModificationError, TableError, UnsupportedFeatureError
 from rlcd.storage import LocalStore
@@ -96,17 +100,45 @@ async def test_deleting_every_row_removes_the_file(tmp_path: Path) -> None:
 
 
 async def test_bad_positions_and_lost_races_write_nothing(tmp_path: Path) -> None:
-    """Out-of-range positions are refused; losing the commit race leaves no DV file behind."""
+    """Out-of-range positions are refused; a stale delete of other rows of the same file merges
+    onto the winner (design §6); one deleting a row the winner deleted too conflicts, leaving
+    no DV file behind."""
     _make_table(tmp_path, files=1, rows=4)
     async with LocalStore(tmp_path) as store:
         snap = await load_snapshot(store)
         path = next(iter(snap.files))
         with pytest.raises(TableError, match="beyond the file's 4 rows"):
             await delete_rows(store, snap, {path: [4]})
-        await delete_rows(store, snap, {path: [1]})
-        with pytest.raises(ConcurrentModificationError, match="version 1"):
-            await delete_rows(store, snap, {path: [2]})  # stale snapshot: version 1 is taken
-    assert len(list(tmp_path.glob("deletion_vector_*.bin"))) == 1
+        assert await delete_rows(store, snap, {path: [1]}) == 1
+        assert await delete_rows(store, snap, {path: [2]}) == 2  # stale: merged onto version 1
+        with pytest.raises(ConcurrentModificationError, match="overlapping_deletes"):
+            await delete_rows(store, snap, {path: [1, 3]})  # stale, and row 1 is gone already
+        after = await load_snapshot(store)
+        assert set(await read_deletion_vector(store, after.files[path])) == {1, 2}
+    assert len(list(tmp_path.glob("deletion_vector_*.bin"))) == 2
+
+
+async def test_decimal_bounds_stay_exact(tmp_path: Path) -> None:
+    """The DV add's stats keep a 20-digit decimal minimum digit for digit (a float would round
+    it above the true minimum, and readers' data skipping could then drop live rows)."""
+    low = decimal.Decimal("12345678901234567.891")
+    for values in ([low, low + 2], [low + 1]):
+        deltalake.write_deltalake(
+            str(tmp_path),
+            pa.table({"d": pa.array(values, pa.decimal128(20, 3))}),
+            mode="append",
+            configuration={"delta.enableDeletionVectors": "true"},
+        )
+    async with LocalStore(tmp_path) as store:
+        await compact_table(store, CompactionPolicy())  # delta-rs rounds its stats; rlcd's exact
+        snap = await load_snapshot(store)
+        path = next(iter(snap.files))
+        assert "12345678901234567.891" in (snap.files[path].stats or "")
+        await delete_rows(store, snap, {path: [2]})
+        add = (await load_snapshot(store)).files[path]
+    stats = json.loads(add.stats or "", parse_float=decimal.Decimal)
+    assert stats["minValues"]["d"] == low and stats["tightBounds"] is False
+    assert sorted(r["d"] for r in _delta_rs(tmp_path).to_pylist()) == [low, low + 2]
 
 
 @pytest.mark.parametrize("prop", ["delta.appendOnly", "delta.enableChangeDataFeed"])

@@ -58,8 +58,12 @@ def read(spark: Any, path: Path, version: int | None = None) -> Any:
 
 def rows(spark: Any, path: Path, version: int | None = None) -> SparkRows:
     """The multiset of rows Spark reads."""
-    table = read(spark, path, version).toArrow()
-    return collections.Counter(repr(_hashable(r)) for r in table.to_pylist())
+    return frame_rows(read(spark, path, version))
+
+
+def frame_rows(frame: Any) -> SparkRows:
+    """The multiset of a DataFrame's rows."""
+    return collections.Counter(repr(_hashable(r)) for r in frame.toArrow().to_pylist())
 
 
 def sql(spark: Any, text: str) -> list[Any]:

@@ -24,6 +24,7 @@ PURE = [
     "rlcd.delta.stats_json",
     "rlcd.delta.names",
     "rlcd.delta.partitions",
+    "rlcd.delta.predicate",
     "rlcd.delta.protocol",
     "rlcd.delta.dv.codec",
     "rlcd.delta.dv.descriptor",
@@ -39,6 +40,7 @@ PURE = [
     "rlcd.compaction.orphans",
     "rlcd.compaction.remap",
     "rlcd.compaction.verify_rules",
+    "rlcd.compaction.reconcile",
     "rlcd.delta.outcome",
     "rlcd.daemon.schedule",
 ]

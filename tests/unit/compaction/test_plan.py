@@ -14,16 +14,16 @@ from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import (
     MIB,
     CompactionPolicy,
-    PartitionClause,
-    PartitionFilter,
     effective_policy,
     parse_byte_size,
     parse_duration,
 )
 from rlcd.delta.actions import AddFile, Metadata, Protocol
 from rlcd.delta.dv import DeletionVectorDescriptor
+from rlcd.delta.predicate import Predicate
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, canonical_path
+from rlcd.delta.schema import ColumnMappingMode, parse_schema
 from rlcd.errors import (
     ConfigError,
     CorruptLogError,
@@ -208,91 +208,6 @@ def test_table_target_below_twice_explicit_minimum_is_a_config_error() -> None:
         effective_policy(CompactionPolicy(min_file_size=40 * MIB), config)
 
 
-# --- partition filters ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "clauses"),
-    [
-        ("p = a", [PartitionClause("p", frozenset({"a"}))]),
-        ("p='2024-01-01 10:00:00'", [PartitionClause("p", frozenset({"2024-01-01 10:00:00"}))]),
-        ("date=2024-01-01", [PartitionClause("date", frozenset({"2024-01-01"}))]),
-        ("p in ('a', 'b',c)", [PartitionClause("p", frozenset({"a", "b", "c"}))]),
-        ("p IS NULL", [PartitionClause("p", frozenset({None}))]),
-        ("p is not null", [PartitionClause("p", frozenset({None}), negated=True)]),
-        ("`my col` = 'it''s'", [PartitionClause("my col", frozenset({"it's"}))]),
-        ("`a``b` = x", [PartitionClause("a`b", frozenset({"x"}))]),
-        ("p = 'AND'", [PartitionClause("p", frozenset({"AND"}))]),
-        (
-            "a = 1 AND b IN (2) and c IS NULL",
-            [
-                PartitionClause("a", frozenset({"1"})),
-                PartitionClause("b", frozenset({"2"})),
-                PartitionClause("c", frozenset({None})),
-            ],
-        ),
-    ],
-)
-def test_filter_parses(text: str, clauses: list[PartitionClause]) -> None:
-    """=, IN, IS [NOT] NULL and AND parse; keywords ignore case; quotes escape by doubling."""
-    assert PartitionFilter.parse(text) == PartitionFilter(text, tuple(clauses))
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        ("", "expected a column name, found nothing at the end"),
-        ("   ", "expected a column name, found nothing at the end"),
-        ("p", "expected =, IN or IS after 'p', found nothing at the end"),
-        ("p = ", "expected a value, found nothing at the end"),
-        ("p == a", "expected a value, found '=' at character 4"),
-        ("p = a b = c", "expected AND, found 'b' at character 7"),
-        ("p = a OR b = c", "expected AND, found 'OR'"),
-        ("p IN ('a' 'b')", "expected \\), found 'b'"),
-        ("p IN ()", "expected a value, found '\\)'"),
-        ("p IN 'a'", "expected \\(, found 'a'"),
-        ("p IS a", "expected NULL, found 'a'"),
-        ("p = ''", "use IS NULL"),
-        ("p = NULL", "NULL is not a value; use IS NULL"),
-        ("p = 'a", 'unexpected "\'" at character 5'),
-        ("p > 3", "unexpected '>' at character 3"),
-        ("AND = 3", "expected a column name, found 'AND'"),
-        ("p = a AND", "expected a column name, found nothing at the end"),
-        ("`` = a", "unexpected '`'"),
-    ],
-)
-def test_filter_errors_name_the_text(text: str, problem: str) -> None:
-    """Parse errors are ConfigErrors that quote the filter and say what is wrong where."""
-    with pytest.raises(ConfigError, match=problem) as info:
-        PartitionFilter.parse(text)
-    assert str(info.value).startswith(f"partition filter {text!r}: ")
-
-
-def test_filter_matches_raw_values() -> None:
-    """Values compare to raw strings; null is None or ''; a missing key reads as null."""
-    matches = PartitionFilter.parse("p IN ('1', x) AND q IS NULL").bind({"p": "p", "q": "q"})
-    assert matches({"p": "1", "q": None})
-    assert matches({"p": "x", "q": ""})
-    assert matches({"p": "x"})
-    assert not matches({"p": "01", "q": None})
-    assert not matches({"p": "1", "q": "z"})
-    not_null = PartitionFilter.parse("p IS NOT NULL").bind({"p": "p"})
-    assert not_null({"p": "a"})
-    assert not not_null({"p": ""})
-    assert not not_null({"p": None})
-
-
-def test_filter_binds_logical_names_to_physical_keys() -> None:
-    """Logical names map to physical keys, ignoring case; unknown columns are ConfigErrors."""
-    matches = PartitionFilter.parse("REGION = eu").bind({"Region": "col-1a2b"})
-    assert matches({"col-1a2b": "eu"})
-    assert not matches({"Region": "eu"})
-    with pytest.raises(ConfigError, match="names 'q', which is not a partition column"):
-        PartitionFilter.parse("q = 1").bind({"p": "p"})
-    with pytest.raises(ConfigError, match=r"\(partition columns: none\)"):
-        PartitionFilter.parse("q = 1").bind({})
-
-
 # --- candidates and packing ----------------------------------------------------------------------
 
 
@@ -451,9 +366,9 @@ def test_partition_filter_selects_files() -> None:
     """Only files whose partition values pass the filter are candidates."""
     files = [add(f"{p}{i}", 10, p) for p in ("a", "b", "c") for i in range(2)]
     files += [add("n1", 10, None), add("n2", 10, "")]
-    policy = replace(P100, partition_filter=PartitionFilter.parse("p IN (a, c)"))
+    policy = replace(P100, partition_filter=Predicate.parse("p IN ('a', 'c')"))
     assert paths(plan(files, policy)) == [["a0", "a1"], ["c0", "c1"]]
-    nulls = replace(P100, partition_filter=PartitionFilter.parse("P is null"))
+    nulls = replace(P100, partition_filter=Predicate.parse("P is null"))
     assert paths(plan(files, nulls)) == []  # null and '' are different raw partitions
 
 
@@ -478,7 +393,7 @@ def test_partition_filter_uses_physical_names_under_column_mapping() -> None:
     meta = metadata(("Region",), {"delta.columnMapping.mode": "name"}, schema)
     protocol = Protocol(min_reader_version=2, min_writer_version=5)
     files = [add(f"{v}{i}", 10, values={"col-5f2e": v}) for v in ("eu", "us") for i in range(2)]
-    policy = replace(P100, partition_filter=PartitionFilter.parse("region = eu"))
+    policy = replace(P100, partition_filter=Predicate.parse("region = 'eu'"))
     assert paths(plan(files, policy, meta=meta, protocol=protocol)) == [["eu0", "eu1"]]
     broken = metadata(("Region",), {"delta.columnMapping.mode": "name"}, SCHEMA)
     with pytest.raises(CorruptLogError, match="cannot map partition columns"):
@@ -487,9 +402,44 @@ def test_partition_filter_uses_physical_names_under_column_mapping() -> None:
 
 def test_filter_on_a_non_partition_column_names_the_table() -> None:
     """A filter column the table does not partition by is a ConfigError naming the table."""
-    policy = replace(P100, partition_filter=PartitionFilter.parse("id = 1"))
-    with pytest.raises(ConfigError, match="table t: partition filter 'id = 1' names 'id'"):
+    policy = replace(P100, partition_filter=Predicate.parse("id = 1"))
+    with pytest.raises(
+        ConfigError,
+        match=r"table t: predicate 'id = 1': 'id' is not a partition column "
+        r"\(partition columns: p\)",
+    ):
         plan([add("a", 10)], policy)
+
+
+INT_SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "n", "type": "integer", "nullable": True, "metadata": {}},
+        ],
+    }
+)
+
+
+def test_partition_filter_compares_by_the_column_type() -> None:
+    """On an integer partition column n = 1.0 selects the raw values "1" and "01" (each its
+    own bin, since outputs copy the raw map) and nothing else."""
+    meta = metadata(("n",), schema=INT_SCHEMA)
+    files = [
+        add(f"{raw}-{i}", 10, values={"n": raw}) for raw in ("1", "01", "2", None) for i in range(2)
+    ]
+    policy = replace(P100, partition_filter=Predicate.parse("n = 1.0"))
+    assert paths(plan(files, policy, meta=meta)) == [["1-0", "1-1"], ["01-0", "01-1"]]
+
+
+def test_a_partition_value_not_of_its_type_is_a_corrupt_log() -> None:
+    """A raw partition value the column's type cannot read stops planning, naming the file."""
+    meta = metadata(("n",), schema=INT_SCHEMA)
+    files = [add("good", 10, values={"n": "1"}), add("bad", 10, values={"n": "one"})]
+    policy = replace(P100, partition_filter=Predicate.parse("n = 1"))
+    with pytest.raises(CorruptLogError, match=r"'one' is not a valid integer.*file bad"):
+        plan(files, policy, meta=meta)
 
 
 def test_table_target_file_size_applies() -> None:
@@ -561,7 +511,7 @@ def files_strategy(draw: st.DrawFn) -> list[AddFile]:
     return files
 
 
-FILTERS = (None, PartitionFilter.parse("p IN (a, '01')"), PartitionFilter.parse("p IS NOT NULL"))
+FILTERS = (None, Predicate.parse("p IN ('a', '01')"), Predicate.parse("p IS NOT NULL"))
 
 
 @st.composite
@@ -616,7 +566,12 @@ def test_bins_are_well_formed(files: list[AddFile], policy: CompactionPolicy) ->
     bins = plan(files, policy)
     position = {f.path: i for i, f in enumerate(files)}
     seen: set[str] = set()
-    matches = policy.partition_filter.bind({"p": "p"}) if policy.partition_filter else None
+    matches = None
+    if policy.partition_filter is not None:
+        bound = policy.partition_filter.bind(
+            parse_schema(SCHEMA), partition_columns=["p"], mode=ColumnMappingMode.NONE
+        )
+        matches = bound.matches_partition
     for b in bins:
         assert all(s.partition_values == b.partition_values for s in b.sources)
         order = [position[s.path] for s in b.sources]

@@ -122,3 +122,9 @@ def test_same_file_merge_model(read: set[int], theirs: set[int], mine: set[int])
         assert isinstance(result, Abort)
     else:
         assert result == BitMap64(winner | loser)
+
+
+def test_positions_past_32_bits() -> None:
+    """An output past 4G rows gets positions above 2**32 exactly (the 64-bit path)."""
+    base = 2**32 - 1
+    assert forward_remap(BitMap64([0]), base, 3, BitMap64([0, 1, 3])) == BitMap64([base, base + 2])

@@ -77,9 +77,9 @@ def test_an_empty_file_is_every_default() -> None:
         ('[s3]\nregion = ""', lambda s: s.s3.region, None),
         ('[log]\nformat = "json"', lambda s: s.log.format, "json"),
         ('[log]\nlevel = "debug"', lambda s: s.log.level, "debug"),
-        ('[metrics]\nlisten = "0.0.0.0:9100"', lambda s: s.metrics.listen, ("0.0.0.0", 9100)),
-        ('[metrics]\nlisten = "[::1]:0"', lambda s: s.metrics.listen, ("::1", 0)),
-        ('[metrics]\nlisten = ""', lambda s: s.metrics.listen, None),
+        ('[metrics]\nlisten = "0.0.0.0:9100"', lambda s: s.metrics.configured, ("0.0.0.0", 9100)),
+        ('[metrics]\nlisten = "[::1]:0"', lambda s: s.metrics.configured, ("::1", 0)),
+        ('[metrics]\nlisten = ""', lambda s: s.metrics.configured, None),
         ("[shard]\ninstance = 2\ninstances = 3", lambda s: s.shard, ShardSettings(2, 3)),
         ('[policy]\ntarget_file_size = "64MiB"', lambda s: s.policy.target_file_size, 64 * MIB),
         ('[policy]\nmin_file_size = "8MB"', lambda s: s.policy.min_file_size, 8_000_000),
@@ -488,14 +488,22 @@ def test_the_command_line_instance_is_checked_against_the_file() -> None:
 def test_each_shard_instance_listens_on_its_own_port() -> None:
     """Instance i of the shared file serves metrics on the port + i; port 0 and "" stay."""
     s = parse('[metrics]\nlisten = "127.0.0.1:9464"\n[shard]\ninstances = 3')
-    assert [with_instance(s, i).metrics_listen for i in range(3)] == [
+    assert [with_instance(s, i).metrics.listen for i in range(3)] == [
         ("127.0.0.1", 9464),
         ("127.0.0.1", 9465),
         ("127.0.0.1", 9466),
     ]
     any_port = parse('[metrics]\nlisten = "[::1]:0"\n[shard]\ninstances = 2')
-    assert with_instance(any_port, 1).metrics_listen == ("::1", 0)
-    assert parse('[metrics]\nlisten = ""').metrics_listen is None
+    assert with_instance(any_port, 1).metrics.listen == ("::1", 0)
+    assert parse('[metrics]\nlisten = ""').metrics.listen is None
+    assert parse(
+        '[metrics]\nlisten = "h:9000"\n[shard]\ninstance = 2\ninstances = 3'
+    ).metrics.listen == (
+        "h",
+        9002,
+    )
+    with pytest.raises(ConfigError, match=r"^--instance: port 65535 \+ shard instance 1 is above"):
+        with_instance(parse('[metrics]\nlisten = "h:65535"\n[shard]\ninstances = 2'), 1)
 
 
 def test_log_format_maps_to_the_logging_setup() -> None:

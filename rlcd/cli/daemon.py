@@ -1,0 +1,54 @@
+"""The daemon's commands: ``rlcd run``, ``rlcd config check`` and ``rlcd status``.
+
+Exit codes are :mod:`rlcd.cli.main`'s: a bad config raises :class:`ConfigError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+__all__ = ("add_commands", "HANDLERS")
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``run``, ``config check`` and ``status`` to the ``rlcd`` subcommands."""
+    run = sub.add_parser("run", help="run the daemon: keep the config's tables compact")
+    run.add_argument("--config", required=True, help="the TOML config (config/rlcd.toml)")
+    run.add_argument("--once", action="store_true", help="one pass over the tables, then exit")
+    run.add_argument("--instance", type=int, help="this shard's instance (overrides the file)")
+
+    config = sub.add_parser("config", help="work with the daemon's config file")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser("check", help="validate; print the effective policies")
+    check.add_argument("path", help="the TOML config")
+
+    status = sub.add_parser("status", help="per table: version, files, backlog, last run")
+    status.add_argument("--config", required=True, help="the TOML config")
+    status.add_argument("--instance", type=int, help="the shard whose endpoint to ask")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from rlcd.daemon.app import run_daemon
+
+    return await run_daemon(args.config, once=args.once, instance=args.instance)
+
+
+async def _config(args: argparse.Namespace) -> int:
+    from rlcd.cli.status import check_config
+
+    return await check_config(args)
+
+
+async def _status(args: argparse.Namespace) -> int:
+    from rlcd.cli.status import print_status
+
+    return await print_status(args)
+
+
+HANDLERS: Mapping[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
+    "run": _run,
+    "config": _config,
+    "status": _status,
+}

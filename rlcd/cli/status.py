@@ -1,0 +1,139 @@
+"""``rlcd config check`` and ``rlcd status``: what the daemon's config makes of each table.
+
+Imported only by those commands (it loads the compaction stack and the S3 client).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import anyio
+import anyio.to_thread
+
+from rlcd.compaction.compact import plan_table
+from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
+from rlcd.daemon.metrics import Health
+from rlcd.delta.actions import CommitInfo
+from rlcd.delta.load import load_snapshot, read_commit
+from rlcd.errors import RlcdError
+from rlcd.storage import LocalStore, S3Client
+from rlcd.storage.base import ObjectStore
+from rlcd.storage.uri import TableUri
+
+__all__ = ("check_config", "print_status")
+
+_HISTORY = 50
+"""Commits read back from the latest when looking for rlcd's last compaction."""
+
+
+async def check_config(args: argparse.Namespace) -> int:
+    """Validate the file; print each table's effective policy."""
+    print(render_policies(load_settings(args.path)))
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = load_settings(args.config)
+    return settings if args.instance is None else with_instance(settings, args.instance)
+
+
+async def print_status(args: argparse.Namespace) -> int:
+    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error."""
+    settings = _settings(args)
+    errors = await anyio.to_thread.run_sync(_daemon_errors, settings)
+    async with S3Client(settings.s3) as client:
+        uris = await _tables(settings, client)
+        for uri in uris:
+            store: ObjectStore = client.store(uri) if uri.is_s3 else LocalStore(uri.prefix)
+            _print_status(str(uri), await _table_status(settings, uri, store), errors, sys.stdout)
+    if errors is None:
+        print("daemon: not reachable (no last errors shown)")
+    return 0
+
+
+async def _tables(settings: Settings, client: S3Client) -> list[TableUri]:
+    from rlcd.daemon.discover import discover_tables
+
+    found = {str(t.uri): t.uri for t in settings.tables}
+    for d in settings.discover:
+        prefix: ObjectStore = (
+            client.store(d.prefix) if d.prefix.is_s3 else LocalStore(d.prefix.prefix)
+        )
+        for uri in await discover_tables(prefix, d):
+            found.setdefault(str(uri), uri)
+    return [found[k] for k in sorted(found)]
+
+
+async def _table_status(settings: Settings, uri: TableUri, store: ObjectStore) -> dict[str, Any]:
+    try:
+        snapshot = await load_snapshot(store)
+        policy = settings.policy_for(uri)
+        age_ms = int(policy.min_file_age_s * 1000)
+        before = int(time.time() * 1000) - age_ms if age_ms else None
+        _, bins = plan_table(snapshot, policy.compaction, before_ms=before)
+        last = await _last_compaction(store, snapshot.version)
+    except RlcdError as exc:
+        return {"error": str(exc)}
+    return {
+        "version": snapshot.version,
+        "files": len(snapshot.files),
+        "small_files": sum(len(b.sources) for b in bins),
+        "bytes_to_compact": sum(b.estimated_bytes for b in bins),
+        "last_compaction": last,
+    }
+
+
+async def _last_compaction(store: ObjectStore, version: int) -> str | None:
+    """When rlcd last compacted the table, from the newest commits (None: not recently)."""
+    for v in range(version, max(-1, version - _HISTORY), -1):
+        info = next(
+            (a for a in await read_commit(store, v, table=store.root) if isinstance(a, CommitInfo)),
+            None,
+        )
+        if info is None or not str(info.extra.get("engineInfo", "")).startswith("rlcd/"):
+            continue
+        when = info.in_commit_timestamp or info.timestamp
+        stamp = dt.datetime.fromtimestamp(when / 1000, dt.UTC).isoformat() if when else "?"
+        return f"version {v} at {stamp}"
+    return None
+
+
+def _daemon_errors(settings: Settings) -> Mapping[str, str | None] | None:
+    """Each table's last error per the running daemon's /healthz (None: not reachable)."""
+    listen = settings.metrics.listen
+    if listen is None:
+        return None
+    host, port = listen
+    try:
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/healthz"
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            body = json.load(answer)
+        health = Health.from_json(body)
+    except (OSError, ValueError, urllib.error.URLError):
+        return None
+    return {uri: t.last_error for uri, t in health.tables.items()}
+
+
+def _print_status(
+    name: str, status: Mapping[str, Any], errors: Mapping[str, str | None] | None, out: TextIO
+) -> None:
+    print(name, file=out)
+    if "error" in status:
+        print(f"  cannot read: {status['error']}", file=out)
+        return
+    print(
+        f"  version {status['version']}, {status['files']} files, {status['small_files']} to "
+        f"compact ({status['bytes_to_compact']} bytes)",
+        file=out,
+    )
+    print(f"  last rlcd compaction: {status['last_compaction'] or 'none recently'}", file=out)
+    if errors is not None:
+        print(f"  last error: {errors.get(name) or 'none'}", file=out)

@@ -1,0 +1,480 @@
+"""The daemon's loop over many tables: poll, schedule, compact, drain, reload.
+
+Theory of operation (rlc-design.md §7, Run). One :class:`Supervisor` owns every table's
+:class:`~rlcd.daemon.watch.TableWatch` and the pure :class:`~rlcd.daemon.schedule.Schedule`.
+Every ``poll_interval`` it polls the tables (one LIST each when idle), plans the changed ones
+(:func:`~rlcd.compaction.compact.plan_table`, in a worker thread) and starts the tables the
+schedule picks, each a :func:`~rlcd.compaction.compact.compact_table` run in the supervisor's
+work task group, all sharing the bin and memory limiters of :class:`Limits` (one root owns
+them: :mod:`rlcd.daemon.app`). A table that fails — a corrupt log, access denied, an
+unsupported feature — is reported (once for a repeated error), backs off and is tried again;
+the others carry on.
+
+- **Tables** are the config's ``[[table]]`` entries and what ``[[discover]]`` finds (again every
+  ``interval``), keeping those this shard owns.
+- **Stop** (:meth:`Supervisor.stop`): no new run starts; runs in flight get the grace period to
+  finish, then are cancelled, and a cancelled run deletes the files its bins wrote.
+- **Reload** (:meth:`Supervisor.apply`): new settings take effect between two steps of the
+  loop: tables added are polled at once, tables removed are dropped (a run in flight ends
+  first), policies and limits change in place (limiters' ``total_tokens``).
+- **Orphans**: every table is cleaned when first seen and then every ``orphan_grace``
+  (:meth:`Supervisor._clean`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from rlcd.compaction.cleanup import clean_table
+from rlcd.compaction.compact import CompactionReport, compact_table, plan_table
+from rlcd.compaction.plan import Bin
+from rlcd.compaction.rewrite import HANDOFF_BYTES, ROW_GROUP_BYTES
+from rlcd.daemon.config import DiscoverEntry, Settings, TablePolicy
+from rlcd.daemon.discover import discover_tables
+from rlcd.daemon.metrics import Health, Metrics, TableHealth
+from rlcd.daemon.schedule import Backlog, Backoff, RunOutcome, Schedule, Trigger
+from rlcd.daemon.watch import TableWatch
+from rlcd.delta.replay import Snapshot
+from rlcd.errors import RlcdError, UnsupportedFeatureError
+from rlcd.storage.base import ObjectStore
+from rlcd.storage.uri import TableUri
+
+__all__ = ("Limits", "TableStatus", "Supervisor", "StoreFactory", "BIN_MEMORY", "trigger_for")
+
+log = structlog.get_logger(__name__)
+
+BIN_MEMORY: Final = 2 * ROW_GROUP_BYTES + HANDOFF_BYTES
+"""What one bin in flight may hold (a row group filling, one being written, the batches
+between its stages): the memory budget buys this many bytes per bin."""
+
+_POLLS_AT_ONCE: Final = 16
+_CLEAN_EVERY_S: Final = 60.0
+"""Cleanup runs at most this often per table, however short the orphan grace."""
+
+StoreFactory = Callable[[TableUri], ObjectStore]
+"""The store of a table (or of a discover prefix), built by the composition root."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The limits that hold across all tables, owned by the composition root."""
+
+    bins: anyio.CapacityLimiter
+    memory: anyio.CapacityLimiter
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        limits = cls(anyio.CapacityLimiter(1), anyio.CapacityLimiter(1))
+        limits.resize(settings)
+        return limits
+
+    def resize(self, settings: Settings) -> None:
+        """Take the settings' limits (a run in flight keeps what it holds)."""
+        self.bins.total_tokens = settings.daemon.bins_in_flight
+        self.memory.total_tokens = max(1, settings.daemon.memory_budget // BIN_MEMORY)
+
+
+@dataclass(frozen=True, slots=True)
+class TableStatus:
+    """One table as the daemon sees it (``/healthz``, ``rlcd status``, the metrics)."""
+
+    table: str
+    version: int | None
+    files: int
+    small_files: int
+    bytes_awaiting: int
+    running: bool
+    last_compaction_ms: int | None
+    last_error: str | None
+    bins_committed: int
+    bins_aborted: int
+
+
+def trigger_for(policy: TablePolicy) -> Trigger:
+    """When a table with ``policy`` is due (the schedule's view of the policy)."""
+    return Trigger(policy.min_small_files, policy.min_small_bytes, policy.min_interval_s)
+
+
+class _Table:
+    """A watched table's runtime state (owned by the supervisor's loop)."""
+
+    def __init__(self, uri: TableUri, policy: TablePolicy, store: ObjectStore) -> None:
+        self.uri = uri
+        self.name = str(uri)
+        self.policy = policy
+        self.store = store
+        self.watch = TableWatch(store)
+        self.replan_at_ms: int | None = None  # when a young file comes of age
+        self.last_compaction_ms: int | None = None
+        self.bins_committed = 0
+        self.bins_aborted = 0
+        self.clean_at = -math.inf
+        self.removed = False
+
+
+def _plan(policy: TablePolicy, snapshot: Snapshot, now_ms: int) -> tuple[Backlog, int | None]:
+    """The table's backlog now, and when it must be planned again though its log did not
+    move (a file younger than the minimum age comes of age then). CPU over every live file:
+    run it in a worker thread."""
+    if not policy.enabled:
+        return Backlog(), None
+    age_ms = int(policy.min_file_age_s * 1000)
+    before = now_ms - age_ms
+    _, bins = plan_table(snapshot, policy.compaction, before_ms=before if age_ms else None)
+    young = [a.modification_time for a in snapshot.files.values() if a.modification_time >= before]
+    return Backlog.of(bins), (min(young) + age_ms if age_ms and young else None)
+
+
+class Supervisor:
+    """Runs the tables of ``settings`` until stopped (or, with ``once``, for one pass).
+
+    Args:
+        settings: the validated config.
+        store_for: builds a table's (or prefix's) store.
+        limits: the shared limiters.
+        clock: monotonic seconds (scheduling); ``wall_ms``: epoch milliseconds (file ages,
+            commit timestamps); ``draw``: uniform jitter in [0, 1).
+        metrics: where polls, runs, bins and errors are counted.
+        on_status: called with a one-line summary after each step (systemd's STATUS=).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store_for: StoreFactory,
+        limits: Limits,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        draw: Callable[[], float] = random.random,
+        metrics: Metrics | None = None,
+        on_status: Callable[[str], object] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._store_for = store_for
+        self._limits = limits
+        self._clock = clock
+        self._wall_ms = wall_ms
+        self._draw = draw
+        self.metrics = metrics if metrics is not None else Metrics()
+        self._on_status = on_status
+        self._schedule = Schedule(backoff=Backoff(cap_s=600.0), max_wait_s=600.0)
+        self._tables: dict[str, _Table] = {}
+        self._discovered: dict[str, tuple[float, tuple[TableUri, ...]]] = {}
+        self._running: set[str] = set()
+        self._stopping = False
+        self._started = False
+        self._poll_now = False
+        self._errors_at: dict[str, float] = {}
+        self._wake = anyio.Event()
+        self._work: anyio.abc.TaskGroup | None = None
+
+    # --- control (any task) --------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop planning; runs in flight get the grace period (SIGTERM, SIGINT)."""
+        self._stopping = True
+        self._wake.set()
+
+    def apply(self, settings: Settings) -> None:
+        """Take new settings (SIGHUP): tables, policies, limits; discovery runs again."""
+        self.settings = settings
+        self._limits.resize(settings)
+        self._discovered.clear()
+        self._poll_now = True
+        self._wake.set()
+
+    def health(self) -> Health:
+        """What ``/healthz`` answers."""
+        status = "stopping" if self._stopping else "ok" if self._started else "starting"
+        tables = {
+            s.table: TableHealth(
+                version=s.version,
+                last_compaction=None
+                if s.last_compaction_ms is None
+                else s.last_compaction_ms / 1000,
+                last_error=s.last_error,
+                last_error_time=self._errors_at.get(s.table) if s.last_error else None,
+            )
+            for s in self.status()
+        }
+        return Health(status, tables)
+
+    def status(self) -> list[TableStatus]:
+        """Every watched table, sorted by URI."""
+        out = []
+        for name in sorted(self._tables):
+            t = self._tables[name]
+            state = self._schedule.state(name)
+            snap = t.watch.snapshot
+            out.append(
+                TableStatus(
+                    table=name,
+                    version=snap.version if snap is not None else None,
+                    files=len(snap.files) if snap is not None else 0,
+                    small_files=state.backlog.files,
+                    bytes_awaiting=state.backlog.bytes,
+                    running=name in self._running,
+                    last_compaction_ms=t.last_compaction_ms,
+                    last_error=state.last_error,
+                    bins_committed=t.bins_committed,
+                    bins_aborted=t.bins_aborted,
+                )
+            )
+        return out
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def run(self, *, once: bool = False) -> None:
+        """Run until :meth:`stop` (or one pass with ``once``); then drain and return."""
+        next_poll = -math.inf
+        async with anyio.create_task_group() as work:
+            self._work = work
+            while not self._stopping:
+                if self._clock() >= next_poll or self._poll_now:
+                    # a run that ends only wakes the loop to start the next: the tables are
+                    # polled on the interval (or at once after a reload), not per wake-up
+                    self._poll_now = False
+                    await self._refresh_tables()
+                    await self._clean_due()
+                    await self._poll_all()
+                    next_poll = self._clock() + self.settings.daemon.poll_interval_s
+                self._start_ready()
+                self._started = True
+                self._report_status()
+                if once and not self._running:
+                    break
+                await self._sleep(None if once else max(0.0, next_poll - self._clock()))
+            await self._drain()
+            work.cancel_scope.cancel()
+
+    async def _sleep(self, seconds: float | None) -> None:
+        """Until ``seconds`` pass (forever when None) or something wakes the loop."""
+        with anyio.move_on_after(math.inf if seconds is None else seconds):
+            await self._wake.wait()
+        self._wake = anyio.Event()
+        if self._stopping:
+            self._wake.set()
+
+    async def _drain(self) -> None:
+        """Let runs in flight finish within the grace period (the caller cancels the rest)."""
+        if not self._running:
+            return
+        grace = self.settings.daemon.shutdown_grace_s
+        log.info("draining", tables=sorted(self._running), grace_s=grace)
+        with anyio.move_on_after(grace):
+            while self._running:
+                await self._sleep(None)
+        if self._running:
+            log.warning("drain_cancelled", tables=sorted(self._running))
+
+    def _report_status(self) -> None:
+        if self._on_status is None:
+            return
+        states = [self._schedule.state(n) for n in self._tables]
+        due = sum(1 for s in states if s.due is not None)
+        failing = sum(1 for s in states if s.last_error is not None)
+        self._on_status(
+            f"{len(self._tables)} tables, {len(self._running)} compacting, {due} due, "
+            f"{failing} failing"
+        )
+
+    # --- tables ---------------------------------------------------------------------------
+
+    async def _refresh_tables(self) -> None:
+        """Bring the watched set in line with the settings and what discovery finds."""
+        settings = self.settings
+        wanted: dict[str, tuple[TableUri, TablePolicy]] = {}
+        for entry in settings.tables:
+            wanted[str(entry.uri)] = (entry.uri, settings.policy_for(entry.uri))
+        for d in settings.discover:
+            for uri in await self._discover(d):
+                wanted.setdefault(str(uri), (uri, settings.policy_for(uri)))
+        wanted = {k: v for k, v in wanted.items() if settings.shard.owns(v[0])}
+        for name, (uri, policy) in wanted.items():
+            t = self._tables.get(name)
+            if t is None:
+                self._tables[name] = _Table(uri, policy, self._store_for(uri))
+                log.info("table_added", table=name)
+            else:
+                t.removed = False  # removed while it ran, and added back
+                if t.policy != policy:
+                    t.policy, t.replan_at_ms = policy, 0
+        for name in [n for n, t in self._tables.items() if n not in wanted and not t.removed]:
+            self._tables[name].removed = True  # a run in flight ends first (see _compact)
+            if name not in self._running:
+                del self._tables[name]
+            self.metrics.forget_table(name)
+            log.info("table_removed", table=name)
+        self._schedule = self._schedule.retain(self._tables)
+
+    async def _discover(self, entry: DiscoverEntry) -> tuple[TableUri, ...]:
+        """The tables under the entry's prefix, listed again once its interval passed."""
+        key = f"{entry.key}:{entry.prefix}"
+        now = self._clock()
+        cached = self._discovered.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        previous = cached[1] if cached is not None else ()
+        try:
+            found = tuple(await discover_tables(self._store_for(entry.prefix), entry))
+        except Exception as exc:  # a listing failure keeps what was found before
+            log.warning("discovery_failed", prefix=str(entry.prefix), error=str(exc))
+            found = previous
+        self._discovered[key] = (now + entry.interval_s, found)
+        return found
+
+    async def _clean_due(self) -> None:
+        """Clean the tables not cleaned for ``orphan_grace`` (all of them at start)."""
+        now = self._clock()
+        limiter = anyio.CapacityLimiter(_POLLS_AT_ONCE)
+        async with anyio.create_task_group() as tg:
+            for t in list(self._tables.values()):
+                if t.clean_at <= now and t.name not in self._running:
+                    t.clean_at = now + max(self.settings.daemon.orphan_grace_s, _CLEAN_EVERY_S)
+                    tg.start_soon(self._clean, t, limiter)
+
+    async def _clean(self, t: _Table, limiter: anyio.CapacityLimiter) -> None:
+        """Delete the table's orphaned rlcd files and uploads past the grace period; a
+        failure is logged and the table is cleaned again next time."""
+        async with limiter:
+            try:
+                await clean_table(
+                    t.store, grace_s=self.settings.daemon.orphan_grace_s, now_ms=self._wall_ms()
+                )
+            except Exception as exc:
+                log.warning("cleanup_failed", table=t.name, error=str(exc))
+
+    # --- polls ----------------------------------------------------------------------------
+
+    async def _poll_all(self) -> None:
+        now = self._clock()
+        limiter = anyio.CapacityLimiter(_POLLS_AT_ONCE)
+        async with anyio.create_task_group() as tg:
+            for t in list(self._tables.values()):
+                state = self._schedule.state(t.name)
+                if t.name in self._running or now < state.retry_at:
+                    continue
+                tg.start_soon(self._poll, t, limiter)
+
+    async def _poll(self, t: _Table, limiter: anyio.CapacityLimiter) -> None:
+        async with limiter:
+            try:
+                poll = await t.watch.poll()
+                now_ms = self._wall_ms()
+                stale = t.replan_at_ms is not None and now_ms >= t.replan_at_ms
+                if not (poll.changed or stale):
+                    return
+                backlog, t.replan_at_ms = await anyio.to_thread.run_sync(
+                    _plan, t.policy, poll.snapshot, now_ms
+                )
+            except Exception as exc:
+                self._failed(t, exc)
+                return
+        self._schedule = self._schedule.observe(
+            t.name, backlog, trigger_for(t.policy), version=poll.snapshot.version, now=self._clock()
+        )
+        self.metrics.set_backlog(
+            t.name,
+            version=poll.snapshot.version,
+            small_files=backlog.files,
+            pending_bytes=backlog.bytes,
+        )
+
+    def _failed(self, t: _Table, exc: BaseException) -> None:
+        now_s = self._wall_ms() / 1000
+        self.metrics.record_error(t.name, exc, now_s=now_s)
+        self._errors_at[t.name] = now_s
+        unsupported = isinstance(exc, UnsupportedFeatureError)
+        message = str(exc) or type(exc).__name__
+        self._schedule, news = self._schedule.failed(
+            t.name, message, unsupported=unsupported, now=self._clock(), draw=self._draw()
+        )
+        if news:
+            event = "table_unsupported" if unsupported else "table_failed"
+            if not isinstance(exc, RlcdError):
+                log.exception(event, table=t.name, error=message)
+            else:
+                log.error(event, table=t.name, error=message)
+
+    # --- runs -----------------------------------------------------------------------------
+
+    def _start_ready(self) -> None:
+        if self._stopping or self._work is None:
+            return
+        free = int(self._limits.bins.total_tokens) - len(self._running)
+        for name in self._schedule.pick(self._clock(), free):
+            t = self._tables[name]
+            self._schedule = self._schedule.started(name)
+            self._running.add(name)
+            self._work.start_soon(self._compact, t)
+
+    async def _compact(self, t: _Table) -> None:
+        begun = self._clock()
+
+        def bin_done(_: Bin) -> None:
+            self.metrics.observe_bin(self._clock() - begun)
+
+        try:
+            report = await compact_table(
+                t.store,
+                t.policy.compaction,
+                snapshot=t.watch.snapshot,
+                limiter=self._limits.bins,
+                memory=self._limits.memory,
+                min_file_age_ms=int(t.policy.min_file_age_s * 1000),
+                now_ms=self._wall_ms,
+                on_bin_done=bin_done,
+            )
+        except Exception as exc:
+            self._failed(t, exc)
+        else:
+            self._finished(t, report)
+        finally:
+            self._running.discard(t.name)
+            if t.removed:
+                self._tables.pop(t.name, None)
+            self._wake.set()
+
+    def _finished(self, t: _Table, report: CompactionReport) -> None:
+        for b in report.committed:
+            log.info(
+                "bin_committed",
+                table=t.name,
+                bin=b.bin.bin_id,
+                version=report.committed_version,
+                files=len(b.bin.sources),
+                bytes_in=sum(s.size for s in b.bin.sources),
+                bytes_out=b.size,
+                rows=b.rows,
+            )
+        t.bins_committed += len(report.committed)
+        t.bins_aborted += len(report.failed)
+        if report.committed_version is not None:
+            t.last_compaction_ms = self._wall_ms()
+        log.info(
+            "compaction_finished",
+            table=t.name,
+            version=report.committed_version,
+            read_version=report.read_version,
+            bins_planned=len(report.planned),
+            bins_committed=len(report.committed),
+            bins_failed=len(report.failed),
+            files_removed=report.files_removed,
+            files_added=report.files_added,
+        )
+        nothing = report.committed_version is None and bool(report.failed)
+        outcome = RunOutcome.CONFLICTED if nothing else RunOutcome.COMMITTED
+        self._schedule = self._schedule.finished(
+            t.name, outcome, now=self._clock(), draw=self._draw()
+        )
+        self.metrics.record_compaction(t.name, report, now_s=self._wall_ms() / 1000)

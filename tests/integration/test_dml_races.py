@@ -1,0 +1,112 @@
+"""rlcd's DV delete losing its commit race (design §6), on local disk and moto's S3.
+
+The losing delete's commit put is held until the winners committed (a real interleaving):
+a winner that left its files alone is retried past; a DV delete of other rows of the same file
+is merged onto; one deleting some of the same rows, or any rewrite of the file, is a conflict
+that commits nothing and leaves no DV file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import pytest
+from deltalake import write_deltalake
+
+from rlcd.compaction.dml import delete_rows
+from rlcd.delta.load import load_snapshot
+from rlcd.errors import ConcurrentModificationError
+from tests.integration.races import (
+    ROWS,
+    Hold,
+    HoldingStore,
+    RaceTable,
+    batch,
+    dv_delete,
+    first_ids,
+    in_thread,
+    judge,
+    rlcd_files,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+ALL = range(4 * ROWS)
+
+
+async def _losing_delete(
+    table: RaceTable, first_id: int, positions: Iterable[int], holds: Iterable[Hold]
+) -> int:
+    """A delete that read the table before ``holds`` (the winners) ran, its put held till then."""
+    async with table.store() as inner:
+        snapshot = await load_snapshot(inner)
+        path = first_ids(snapshot)[first_id].path
+        store = HoldingStore(inner, holds)
+        version = await delete_rows(store, snapshot, {path: list(positions)})  # type: ignore[arg-type]
+        assert not store.holds
+        return version
+
+
+async def test_disjoint_deletes_of_one_file_both_land(make: Callable[..., RaceTable]) -> None:
+    """Two deletes of different rows of one file: the loser merges onto the winner's DV."""
+    table = make()
+
+    async def winner() -> None:
+        await dv_delete(table, {ROWS: [1, 2]})
+
+    await _losing_delete(table, ROWS, [5], [winner])
+    await judge(table, set(ALL) - {ROWS + 1, ROWS + 2, ROWS + 5})
+
+
+async def test_three_deletes_in_a_row(make: Callable[..., RaceTable]) -> None:
+    """Two winners on the same file before the loser's put: it merges onto both."""
+    table = make()
+
+    async def winners() -> None:
+        await dv_delete(table, {0: [0]})
+        await dv_delete(table, {0: [3, 4]})
+
+    await _losing_delete(table, 0, [7, 8, 9], [winners])
+    await judge(table, set(ALL) - {0, 3, 4, 7, 8, 9})
+
+
+async def test_overlapping_deletes_conflict(make: Callable[..., RaceTable]) -> None:
+    """The loser deletes a row the winner deleted too: it aborts and leaves no DV file."""
+    table = make()
+
+    async def winner() -> None:
+        await dv_delete(table, {ROWS: [1, 2]})
+
+    with pytest.raises(ConcurrentModificationError, match="overlapping_deletes"):
+        await _losing_delete(table, ROWS, [2, 3], [winner])
+    assert len(await rlcd_files(table)) == 1, "only the winner's DV file; the loser's is gone"
+    await judge(table, set(ALL) - {ROWS + 1, ROWS + 2})
+
+
+async def test_an_append_is_retried_past(make: Callable[..., RaceTable]) -> None:
+    """An append that took the version leaves the delete's file alone: the retry lands."""
+    table = make()
+
+    async def winner() -> None:
+        extra = batch(1000, 2)
+        await in_thread(
+            lambda _: write_deltalake(
+                table.uri, extra, mode="append", storage_options=table.storage_options
+            ),
+            table,
+        )
+
+    await _losing_delete(table, 0, [1], [winner])
+    await judge(table, (set(ALL) | {1000, 1001}) - {1})
+
+
+async def test_a_copy_on_write_rewrite_conflicts(make: Callable[..., RaceTable]) -> None:
+    """delta-rs rewrote the file (copy-on-write DELETE): the positions name nothing any more."""
+    table = make()
+
+    async def winner() -> None:
+        await in_thread(lambda dt: dt.delete("id = 3"), table)
+
+    with pytest.raises(ConcurrentModificationError, match="concurrent_change"):
+        await _losing_delete(table, 0, [1], [winner])
+    await judge(table, set(ALL) - {3})

@@ -1,0 +1,119 @@
+"""The supervisor in process on local tables: a failing table is reported and backs off
+without stopping the others; a run honours the shared limits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from rlcd.daemon.config import parse_settings
+from rlcd.daemon.supervise import Limits, Supervisor
+from rlcd.storage import LocalStore
+from rlcd.storage.uri import TableUri
+from tests.integration.tables import append, batch, delta_rs_rows, live_files
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+CONFIG = """
+[daemon]
+poll_interval = "100ms"
+[metrics]
+listen = ""
+[[discover]]
+prefix = "tables"
+[discover.policy]
+min_small_files = 2
+min_interval = "0s"
+min_file_age = "0s"
+"""
+
+
+def _tables(root: Path) -> dict[str, Path]:
+    paths = {name: root / "tables" / name for name in ("good", "corrupt", "unsupported")}
+    for path in paths.values():
+        for i in range(3):
+            append(path, batch(i * 10, 10))
+    (paths["corrupt"] / "_delta_log" / f"{1:020d}.json").write_text("{not json\n")
+    commit = paths["unsupported"] / "_delta_log" / f"{0:020d}.json"
+    lines = [json.loads(line) for line in commit.read_text().splitlines()]
+    for line in lines:
+        if "protocol" in line:
+            line["protocol"] = {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["someFutureFeature"],
+            }
+    commit.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return paths
+
+
+async def test_one_failing_table_does_not_stop_the_others(tmp_path: Path) -> None:
+    """A corrupt log and an unsupported feature are each reported (naming the file, and the
+    feature) and their tables back off; the healthy table is compacted in the same pass."""
+    paths = _tables(tmp_path)
+    before = delta_rs_rows(paths["good"])
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    assert live_files(paths["good"]) == 1 and delta_rs_rows(paths["good"]) == before
+    failed = {e["table"]: e for e in logs if e["event"] in {"table_failed", "table_unsupported"}}
+    corrupt = str(TableUri.parse(str(paths["corrupt"])))
+    unsupported = str(TableUri.parse(str(paths["unsupported"])))
+    assert set(failed) == {corrupt, unsupported}
+    assert failed[corrupt]["event"] == "table_failed"
+    assert f"{1:020d}.json" in failed[corrupt]["error"]
+    assert failed[unsupported]["event"] == "table_unsupported"
+    assert "someFutureFeature" in failed[unsupported]["error"]
+    health = supervisor.health()
+    assert health.tables[corrupt].last_error and health.tables[unsupported].last_error
+    assert health.tables[str(TableUri.parse(str(paths["good"])))].last_error is None
+
+
+async def test_a_stopped_supervisor_returns(tmp_path: Path) -> None:
+    """stop() ends a running supervisor's loop; nothing is left running."""
+    _tables(tmp_path)
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    limits = Limits.of(settings)
+    supervisor = Supervisor(settings, store_for=lambda uri: LocalStore(uri.prefix), limits=limits)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.run)
+        await anyio.sleep(0.5)
+        supervisor.stop()
+    assert supervisor.health().status == "stopping"
+    assert limits.bins.borrowed_tokens == limits.memory.borrowed_tokens == 0
+
+
+async def test_a_reload_adds_and_removes_tables(tmp_path: Path) -> None:
+    """Settings applied while running take effect: the tables the new file no longer names
+    are dropped, the ones it adds are watched."""
+    paths = _tables(tmp_path)
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    good = str(TableUri.parse(str(paths["good"])))
+    only_good = f'[metrics]\nlisten = ""\n[[table]]\nuri = "{paths["good"]}"\n'
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.run)
+        with anyio.fail_after(30):
+            await _until(lambda: len(supervisor.status()) == 3)
+            supervisor.apply(parse_settings(only_good, source="new.toml", base_dir="/"))
+            await _until(lambda: [s.table for s in supervisor.status()] == [good])
+            supervisor.apply(settings)
+            await _until(lambda: len(supervisor.status()) == 3)
+        supervisor.stop()
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    while True:
+        if check():
+            return
+        await anyio.sleep(0.05)

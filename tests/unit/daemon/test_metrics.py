@@ -1,0 +1,223 @@
+"""Prometheus metrics from compaction reports, and the /metrics and /healthz endpoints served
+on the event loop."""
+
+from __future__ import annotations
+
+import socket
+
+import aiohttp
+import anyio
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from rlcd.compaction.classify import SOURCE_COMPACTED
+from rlcd.compaction.commit import BinAborted, BinCommitted
+from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
+from rlcd.compaction.plan import Bin
+from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.rewrite import RewrittenBin
+from rlcd.daemon.metrics import Health, Metrics, TableHealth, serve_metrics
+from rlcd.delta.actions import AddFile
+from rlcd.delta.outcome import Abort
+from rlcd.errors import ConfigError
+
+T = "s3://lake/orders"
+
+
+def small_bin(*names: str, size: int = 1000) -> Bin:
+    return Bin(
+        {}, tuple(AddFile(path=n, size=size) for n in names), size * len(names), False, False
+    )
+
+
+def written(b: Bin, size: int) -> RewrittenBin:
+    return RewrittenBin(b, "out.parquet", "out.parquet", size, 0, 10, None, (), (5, 5), (0, 5))
+
+
+def report() -> CompactionReport:
+    """Four bins: one committed, one committed after a remap, one aborted by a winner that
+    compacted its sources, one whose source could not be read."""
+    ok = written(small_bin("a", "b", "c"), 2500)
+    remapped = written(small_bin("d", "e"), 1500)
+    lost = written(small_bin("f", "g"), 1200)
+    broken = small_bin("h", "i")
+    abort = Abort(SOURCE_COMPACTED, "version 8 (OPTIMIZE) removed f")
+    return CompactionReport(
+        T,
+        read_version=7,
+        policy=CompactionPolicy(),
+        planned=(ok.bin, remapped.bin, lost.bin, broken),
+        committed_version=9,
+        committed=(ok, remapped),
+        failed=(
+            BinFailure(broken, "get h: not found", FailureKind.STORAGE),
+            BinFailure(lost.bin, str(abort), FailureKind.CONFLICT),
+        ),
+        bin_results=(
+            BinCommitted(ok),
+            BinCommitted(remapped, remapped_sources=1),
+            BinAborted(lost, abort),
+        ),
+        commit_attempts=2,
+    )
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the exposition, parsed back by prometheus_client's own parser."""
+    text = metrics.render().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_a_report_becomes_files_bytes_bins_and_conflicts() -> None:
+    """Committed files and bytes, bins by outcome and reason, conflicts by kind are counted."""
+    m = Metrics()
+    m.record_compaction(T, report(), now_s=1_700_000_000.0)
+    got = samples(m)
+    t = (("table", T),)
+    assert got[("rlcd_compacted_files_total", t)] == 5
+    assert got[("rlcd_compacted_bytes_total", t)] == 5000
+    assert got[("rlcd_written_files_total", t)] == 2
+    assert got[("rlcd_written_bytes_total", t)] == 4000
+    assert got[("rlcd_commit_attempts_total", t)] == 2
+    committed = {
+        dict(k[1])["decision"]: v for k, v in got.items() if k[0] == "rlcd_bins_committed_total"
+    }
+    assert committed == {"committed": 1, "reconciled_by_remap": 1}
+    aborted = {dict(k[1])["reason"]: v for k, v in got.items() if k[0] == "rlcd_bins_aborted_total"}
+    assert aborted == {"source_compacted": 1, "rewrite_storage": 1}
+    conflicts = {
+        dict(k[1])["kind"]: v for k, v in got.items() if k[0] == "rlcd_commit_conflicts_total"
+    }
+    assert conflicts == {"source_compacted": 1, "reconciled_by_remap": 1}
+    assert got[("rlcd_table_version", t)] == 9
+    assert got[("rlcd_table_last_compaction_timestamp_seconds", t)] == 1_700_000_000.0
+
+
+def test_a_dry_run_counts_nothing() -> None:
+    """A planning-only report changes no counter."""
+    m = Metrics()
+    m.record_compaction(T, CompactionReport(T, 3, CompactionPolicy(), (), dry_run=True), now_s=1)
+    assert not [k for k in samples(m) if k[1] and k[1][-1] == ("table", T)]
+
+
+def test_gauges_errors_and_requests() -> None:
+    """Backlog gauges, errors by type and S3 requests and bytes by operation are exposed."""
+    m = Metrics()
+    m.set_backlog(T, version=12, small_files=40, pending_bytes=4_000_000)
+    m.record_error(T, TimeoutError("secret detail"), now_s=5.0)
+    m.observe_bin(3.0)
+    m.count_request("list", 1, 0)
+    m.count_request("list", 1, 0)
+    m.count_request("upload", 1, 0)
+    m.count_request("upload", 0, 8_000_000)
+    got = samples(m)
+    t = (("table", T),)
+    assert got[("rlcd_table_small_files", t)] == 40
+    assert got[("rlcd_table_pending_bytes", t)] == 4_000_000
+    assert got[("rlcd_table_version", t)] == 12
+    assert got[("rlcd_table_errors_total", (("error", "TimeoutError"), *t))] == 1
+    assert got[("rlcd_table_last_error_timestamp_seconds", t)] == 5.0
+    assert got[("rlcd_bin_duration_seconds_count", ())] == 1
+    assert got[("rlcd_bin_duration_seconds_bucket", (("le", "5.0"),))] == 1
+    assert got[("rlcd_s3_requests_total", (("operation", "list"),))] == 2
+    assert got[("rlcd_s3_requests_total", (("operation", "upload"),))] == 1
+    assert got[("rlcd_s3_bytes_total", (("operation", "upload"),))] == 8_000_000
+    assert got[("rlcd_build_info", (("version", "0.1.0"),))] == 1
+    assert "secret detail" not in m.render().decode()
+
+
+def test_forgetting_a_table_drops_all_its_series() -> None:
+    """After a reload drops a table, none of its series remain; other tables keep theirs."""
+    m = Metrics()
+    other = "s3://lake/other"
+    for table in (T, other):
+        m.record_compaction(table, report(), now_s=1.0)
+        m.set_backlog(table, version=1, small_files=1, pending_bytes=1)
+        m.record_error(table, ValueError(), now_s=1.0)
+    m.forget_table(T)
+    tables = {dict(labels).get("table") for _, labels in samples(m)}
+    assert T not in tables and other in tables
+
+
+def test_metric_names_follow_prometheus_conventions() -> None:
+    """Every family is rlcd_-prefixed snake case; counters end in _total, units are base units."""
+    m = Metrics()
+    m.record_compaction(T, report(), now_s=1.0)
+    families = list(text_string_to_metric_families(m.render().decode()))
+    assert families
+    for family in families:
+        assert family.name.startswith("rlcd_") and family.name == family.name.lower()
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
+        assert not family.name.endswith(("_ms", "_milliseconds", "_kb", "_mib"))
+
+
+def health() -> Health:
+    return Health("ok", {T: TableHealth(version=8, last_error="access denied", last_error_time=2)})
+
+
+@pytest.mark.anyio
+async def test_the_endpoints_answer_on_the_event_loop() -> None:
+    """/metrics parses with prometheus_client's parser and /healthz answers JSON with tables."""
+    m = Metrics()
+    m.record_compaction(T, report(), now_s=1.0)
+    async with anyio.create_task_group() as tg:
+        host, port = await tg.start(serve_metrics, m, health, ("127.0.0.1", 0))
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://{host}:{port}/metrics") as r:
+                assert r.status == 200
+                assert r.headers["Content-Type"].startswith("text/plain")
+                names = {f.name for f in text_string_to_metric_families(await r.text())}
+            async with http.get(f"http://{host}:{port}/healthz") as r:
+                assert r.status == 200
+                body = await r.json()
+        tg.cancel_scope.cancel()
+    assert "rlcd_bins_committed" in names
+    assert body == {
+        "status": "ok",
+        "tables": {
+            T: {
+                "version": 8,
+                "last_compaction": None,
+                "last_error": "access denied",
+                "last_error_time": 2,
+            }
+        },
+    }
+    assert Health.from_json(body) == health()
+
+
+@pytest.mark.anyio
+async def test_health_is_503_while_starting_or_stopping() -> None:
+    """Only an ``ok`` daemon answers 200, so a load balancer or probe can tell."""
+    state = Health("starting")
+    async with anyio.create_task_group() as tg:
+        host, port = await tg.start(serve_metrics, Metrics(), lambda: state, ("127.0.0.1", 0))
+        async with aiohttp.ClientSession() as http, http.get(f"http://{host}:{port}/healthz") as r:
+            assert (r.status, await r.json()) == (503, {"status": "starting", "tables": {}})
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_a_taken_port_fails_the_start() -> None:
+    """If the address is in use, tg.start raises a config error naming the key."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = taken.getsockname()
+        error = pytest.RaisesExc(ConfigError, match=r"^metrics\.listen: cannot listen on 127")
+        with pytest.RaisesGroup(error):
+            async with anyio.create_task_group() as tg:
+                await tg.start(serve_metrics, Metrics(), health, address)
+
+
+def test_a_health_answer_that_is_not_one_is_refused() -> None:
+    """``rlcd status`` gets a ValueError for JSON that is not a /healthz answer."""
+    with pytest.raises(ValueError, match="not a /healthz answer"):
+        Health.from_json({"status": "ok", "tables": {T: {"colour": "red"}}})
+    with pytest.raises(ValueError, match="not a /healthz answer"):
+        Health.from_json({"tables": []})
