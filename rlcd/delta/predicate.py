@@ -55,7 +55,8 @@ three-valued logic, so each evaluator below handles six kinds of test and two co
 *Semantics.* SQL three-valued logic: a test on a null value is unknown, ``AND``/``OR`` are
 Kleene's, and a row or file is selected only when the predicate is TRUE. Floats order as Spark
 orders them, NaN above every number: ``x > 1`` and ``x != 1`` hold for a NaN, ``x = 1`` and
-``x < 1`` do not. Strings compare by code point (UTF-8 bytes), as Spark and Arrow do.
+``x < 1`` do not; ``-0.0`` equals ``0.0``, in ``IN`` lists too. Strings compare by code
+point (UTF-8 bytes), as Spark and Arrow do.
 
 *The evaluators*
 
