@@ -50,7 +50,7 @@ Arrays, maps and structs take only ``IS [NOT] NULL``.
 
 The bound predicate is in negation normal form: ``NOT`` is pushed down to the tests
 (``NOT a < 1`` is ``a >= 1``, De Morgan for ``AND``/``OR``), which is exact in SQL's
-three-valued logic, so each evaluator below handles six kinds of test and two connectives.
+three-valued logic, so each evaluator below handles three kinds of test and two connectives.
 
 *Semantics.* SQL three-valued logic: a test on a null value is unknown, ``AND``/``OR`` are
 Kleene's, and a row or file is selected only when the predicate is TRUE. Floats order as Spark
