@@ -434,6 +434,7 @@ class Supervisor:
                 min_file_age_ms=int(t.policy.min_file_age_s * 1000),
                 now_ms=self._wall_ms,
                 on_bin_done=bin_done,
+                orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
             )
         except Exception as exc:
             self._failed(t, exc)
@@ -446,17 +447,7 @@ class Supervisor:
             self._wake.set()
 
     def _finished(self, t: _Table, report: CompactionReport) -> None:
-        for b in report.committed:
-            log.info(
-                "bin_committed",
-                table=t.name,
-                bin=b.bin.bin_id,
-                version=report.committed_version,
-                files=len(b.bin.sources),
-                bytes_in=sum(s.size for s in b.bin.sources),
-                bytes_out=b.size,
-                rows=b.rows,
-            )
+        # each bin's outcome is logged once, by the commit (``bin_committed``, ``bin_aborted``)
         t.bins_committed += len(report.committed)
         t.bins_aborted += len(report.failed)
         if report.committed_version is not None:

@@ -22,12 +22,13 @@ POLICY = CompactionPolicy(target_file_size=64 * 1024 * 1024)
 
 
 async def test_a_held_snapshot_is_not_loaded_again(tmp_path: Path) -> None:
-    """Given the snapshot, the run reads no log file; the report carries that snapshot."""
+    """Given the snapshot (and no cleanup, which the daemon schedules on its own), the run
+    reads no log file; the report carries that snapshot."""
     unpartitioned(tmp_path)
     async with MeteredStore(LocalStore(tmp_path)) as store:
         snapshot = await load_snapshot(store)
         store.reset()
-        report = await compact_table(store, POLICY, snapshot=snapshot)
+        report = await compact_table(store, POLICY, snapshot=snapshot, orphan_grace_s=None)
         assert report.committed_version == snapshot.version + 1
         assert report.snapshot is snapshot
         assert store.requests["get"] == 0 and store.requests["list"] == 0
