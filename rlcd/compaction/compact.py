@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import anyio
 import structlog
 
-from rlcd.compaction.cleanup import DEFAULT_GRACE_S, CleanupReport, clean_table
+from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.commit import (
     BinResult,
     CommitOutcome,
@@ -199,7 +199,7 @@ async def compact_table(
     limiter: anyio.CapacityLimiter | None = None,
     memory: anyio.CapacityLimiter | None = None,
     min_file_age_ms: int = 0,
-    orphan_grace_s: float | None = DEFAULT_GRACE_S,
+    orphan_grace_s: float | None = None,
 ) -> CompactionReport:
     """Compact one table once.
 
@@ -214,8 +214,9 @@ async def compact_table(
     ``bin_concurrency``), ``memory`` is held by each bin for its whole rewrite (one token per
     bin's bounded memory). Files younger than ``min_file_age_ms`` are left alone.
 
-    First, rlcd's own leftovers older than ``orphan_grace_s`` are removed (only listed in a
-    dry run; None skips this), see :mod:`rlcd.compaction.cleanup`.
+    With ``orphan_grace_s``, rlcd's own leftovers older than that are removed first (only
+    listed in a dry run), see :mod:`rlcd.compaction.cleanup`: ``rlcd compact`` asks for it; a
+    daemon calls :func:`~rlcd.compaction.cleanup.clean_table` on its own schedule instead.
 
     Raises:
         UnsupportedFeatureError: the table has a feature rlcd cannot write safely, or writers
