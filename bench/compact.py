@@ -1,90 +1,97 @@
-"""Compaction throughput and memory, side by side in one run.
+"""Compaction throughput, CPU, output size and memory, side by side in one run.
 
-    .venv/bin/python bench/compact.py [--files 200] [--rows 50000] [--repeat 5]
+    .venv/bin/python bench/compact.py [--shape bench|skewed|fixture] [--files 200]
+        [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-adaptive]
+    .venv/bin/python bench/compact.py --s3 [--latency-ms 20] ...
+    .venv/bin/python bench/compact.py --bin-gib 0.5,2,4
 
-Generates one Delta table (``--files`` appends of ``--rows`` rows of mixed types, as a streaming
-writer leaves them), then compacts identical copies of it with:
+Generates one Delta table of the chosen shape (``bench/shapes.py``: ``--files`` appends of
+``--rows`` rows, as a streaming writer leaves them), then compacts identical copies of it with:
 
 - ``deltalake``: delta-rs ``optimize.compact()``, same target size and codec;
-- ``floor``: pyarrow reading every file and writing them into one file per target size (the
-  least work any compactor can do, with no Delta bookkeeping);
-- ``rlcd``: ``compact_table`` as the CLI runs it;
-- ``rlcd-nocount``: the same with the batch counter switched off.
+- ``rlcd``: ``compact_table`` as the CLI runs it (conservative encodings);
+- ``rlcd-adaptive``: the same with ``encodings = "adaptive"``;
+- ``floor`` (local only): pyarrow reading every file and writing them into one file per target
+  size (the least work any compactor can do, with no Delta bookkeeping);
+- ``rlcd-nocount``: rlcd with the batch counter switched off.
 
-Each run is a fresh subprocess (so peak RSS is its own), on a fresh copy of the table; the
-contenders alternate within each repetition (each repetition starting with the next one).
-Prints each contender's median time and highest peak RSS, and the ratios that matter: a time
-ratio is the median over repetitions of the ratio within one repetition (a slow spell of the
-machine hits both contenders of a pair), peak RSS compares the highest of each. Writes JSON
-to ``bench/out/compact.json``. Absolute numbers on a shared machine are noise; the ratios are
-measured under the same noise.
+Each run is a fresh process on a fresh copy of the table (``--s3``: a server-side copy on a moto
+server this command starts, optionally behind a proxy adding ``--latency-ms`` to each request,
+with the requests of each run counted). The contenders alternate within each repetition (each
+repetition starting with the next one). Per contender: the whole process's wall time and CPU
+(interpreter start and imports included: what a user waits for), the compaction's own time
+(after imports), peak RSS, and the bytes of the files it wrote. Time and CPU ratios are
+medians over repetitions of the ratio within one repetition (a slow spell of the machine hits
+both of a pair); peak RSS compares the highest of each. Absolute numbers on a shared machine
+are noise; the ratios are measured under the same noise.
+
+``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (the bench
+shape, one commit) as a single bin with rlcd, and reports its peak RSS per size.
+
+Writes JSON to ``bench/out/compact[-SHAPE][-s3].json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
+import os
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from shapes import SHAPES, generate, generate_one_commit
 
 TARGET = 128 * 1024 * 1024
 ROW_GROUP_ROWS = 1_048_576
-CONTENDERS = ("deltalake", "floor", "rlcd", "rlcd-nocount")
+CONTENDERS = ("deltalake", "floor", "rlcd", "rlcd-adaptive", "rlcd-nocount")
+DEFAULT_CONTENDERS = "deltalake,rlcd,rlcd-adaptive"
+
+__all__ = ("generate",)  # bench/decoders.py builds its table with it
 
 
-def generate(path: Path, files: int, rows: int) -> None:
-    """Deterministic mixed-type data, one delta-rs append per file (a streaming writer's log)."""
-    import deltalake
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    epoch = np.datetime64("2026-01-01T00:00:00", "us")
-    for f in range(files):
-        i = np.arange(f * rows, (f + 1) * rows, dtype=np.int64)
-        customer = pc.binary_join_element_wise(
-            "customer-", pc.cast(pa.array((i * 7919) % 100_000), pa.string()), ""
-        )
-        table = pa.table(
-            {
-                "id": pa.array(i),
-                "customer": customer,
-                "amount": pa.array(((i * 37) % 100_000) / 100),
-                "quantity": pa.array(((i * 13) % 1000).astype(np.int32)),
-                "price": pc.cast(pa.array(((i * 31) % 1_000_000) / 100), pa.decimal128(12, 2)),
-                "at": pa.array(epoch + i.astype("timedelta64[s]"), pa.timestamp("us", tz="UTC")),
-                "flag": pa.array(i % 5 == 0),
-            }
-        )
-        deltalake.write_deltalake(str(path), table, mode="append")
+# --- the contenders, each in a child process ------------------------------------------------------
 
 
-def _input_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.glob("*.parquet"))
+def _storage_options() -> dict[str, str]:
+    """delta-rs' settings for the moto server the parent started (from the environment)."""
+    return {
+        "AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT_URL"],
+        "AWS_REGION": os.environ["AWS_REGION"],
+        "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",  # one writer: no locking provider needed
+    }
 
 
-def run_deltalake(path: Path) -> None:
+def run_deltalake(uri: str, target: int) -> None:
     import deltalake
 
+    options = _storage_options() if uri.startswith("s3://") else None
     props = deltalake.WriterProperties(compression="ZSTD")
-    deltalake.DeltaTable(str(path)).optimize.compact(target_size=TARGET, writer_properties=props)
+    table = deltalake.DeltaTable(uri, storage_options=options)
+    table.optimize.compact(target_size=target, writer_properties=props)
 
 
-def run_floor(path: Path) -> None:
+def run_floor(uri: str, target: int) -> None:
     """Decode every file and re-encode it with the same writer settings as rlcd (zstd, row
-    groups of ``ROW_GROUP_ROWS``, small dictionaries), one output per ``TARGET`` input bytes:
+    groups of ``ROW_GROUP_ROWS``, small dictionaries), one output per ``target`` input bytes:
     everything a compactor must do, and nothing Delta asks for on top."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rlcd.compaction.rewrite import RewriteSettings
 
+    path = Path(uri)
     dictionary = RewriteSettings.__dataclass_fields__["dictionary_page_limit"].default
     writer, written, out, pending = None, 0, 0, []
 
@@ -108,7 +115,7 @@ def run_floor(path: Path) -> None:
             if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS:
                 flush()
         written += f.stat().st_size
-        if written >= TARGET:
+        if written >= target:
             flush()
             writer.close()
             writer, written, out = None, 0, out + 1
@@ -117,145 +124,306 @@ def run_floor(path: Path) -> None:
         writer.close()
 
 
-def run_rlcd(path: Path, count: bool) -> None:
+def run_rlcd(uri: str, target: int, *, count: bool, encodings: str) -> None:
     import anyio
 
     from rlcd.compaction.compact import compact_table
     from rlcd.compaction.policy import CompactionPolicy
-    from rlcd.storage import LocalStore
+    from rlcd.daemon.logging import configure_logging
+    from rlcd.storage import S3Config, open_store
+
+    configure_logging(level="warning")  # as the command does
+    s3 = None
+    if uri.startswith("s3://"):
+        s3 = S3Config(endpoint_url=os.environ["AWS_ENDPOINT_URL"], addressing_style="path")
+    policy = CompactionPolicy(target_file_size=target, encodings=encodings)
 
     async def go() -> None:
-        async with LocalStore(path) as store:
-            report = await compact_table(
-                store, CompactionPolicy(target_file_size=TARGET), count_rows=count
-            )
+        async with open_store(uri, s3=s3) as store:
+            report = await compact_table(store, policy, count_rows=count)
             assert report.committed_version is not None and not report.failed
             assert (report.untagged == 0) == count
 
     anyio.run(go)
 
 
-def child(name: str, path: str, queue: mp.Queue) -> None:
-    p = Path(path)
+def child(name: str, uri: str, target: int, result: Path) -> None:
+    """One contender's run; its own timings (after its imports) go to ``result``."""
     if name.startswith("rlcd"):
         import rlcd.cli  # the process settings the rlcd command makes, before pyarrow loads
-    # import every contender's modules before the clock starts: startup is not compaction
-    import deltalake  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
-
-    import rlcd.compaction.compact
-    import rlcd.storage  # noqa: F401
-
+        import rlcd.compaction.compact
+        import rlcd.storage  # noqa: F401
+    elif name == "deltalake":
+        import deltalake  # noqa: F401
+    else:
+        import pyarrow.parquet  # noqa: F401
     before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     if name == "deltalake":
-        run_deltalake(p)
+        run_deltalake(uri, target)
     elif name == "floor":
-        run_floor(p)
+        run_floor(uri, target)
     else:
-        run_rlcd(p, count=name == "rlcd")
+        encodings = "adaptive" if name == "rlcd-adaptive" else "conservative"
+        run_rlcd(uri, target, count=name != "rlcd-nocount", encodings=encodings)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    queue.put({"seconds": seconds, "cpu_seconds": cpu, "max_rss_kib": after.ru_maxrss})
+    peak = _peak_rss_kib()
+    result.write_text(
+        json.dumps({"work_seconds": seconds, "work_cpu_seconds": cpu, "max_rss_kib": peak})
+    )
 
 
-def measure(name: str, table: Path, scratch: Path) -> dict[str, float]:
-    copy = scratch / name
-    if copy.exists():
+def _peak_rss_kib() -> int:
+    """This process's own peak RSS (``VmHWM``). Not ``ru_maxrss``: Linux carries a process's
+    peak across ``exec``, so a child would report at least its parent's RSS at fork."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+# --- the parent: tables, runs, figures ------------------------------------------------------------
+
+
+def _parquet_sizes(path: Path) -> dict[str, int]:
+    return {
+        p.relative_to(path).as_posix(): p.stat().st_size
+        for p in path.rglob("*.parquet")
+        if "_delta_log" not in p.parts
+    }
+
+
+def _spawn(name: str, uri: str, target: int, env: dict[str, str]) -> dict[str, float]:
+    """Run one contender in a fresh process; its whole-process figures from ``wait4``."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        result = Path(out.name)
+    argv = [sys.executable, __file__, "--child", name, uri, str(target), str(result)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env={**os.environ, **env})
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} failed with exit code {proc.returncode}")
+    run = json.loads(result.read_text())
+    result.unlink()
+    run.update(seconds=seconds, cpu_seconds=usage.ru_utime + usage.ru_stime)
+    return run
+
+
+class Local:
+    """Runs on fresh local copies of the table."""
+
+    def __init__(self, table: Path, scratch: Path) -> None:
+        self.table, self.scratch = table, scratch
+        self.before = _parquet_sizes(table)
+
+    def measure(self, name: str, target: int) -> dict[str, float]:
+        copy = self.scratch / name
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(self.table, copy)
+        run = _spawn(name, str(copy), target, {})
+        written = {k: v for k, v in _parquet_sizes(copy).items() if k not in self.before}
+        run["output_bytes"] = sum(written.values())
         shutil.rmtree(copy)
-    shutil.copytree(table, copy)
-    ctx = mp.get_context("spawn")  # deltalake panics in forked processes (pitfalls)
-    queue: mp.Queue = ctx.Queue()
-    proc = ctx.Process(target=child, args=(name, str(copy), queue))
-    proc.start()
-    proc.join()  # the result is a few bytes: the child never blocks on a full queue
-    if proc.exitcode != 0:
-        raise SystemExit(f"{name} failed with exit code {proc.exitcode}")
-    result = queue.get(timeout=10)
-    shutil.rmtree(copy)
-    return result
+        return run
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=200)
-    parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "compact.json")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="rlcd-bench-") as tmp:
-        scratch = Path(tmp)
-        table = scratch / "table"
-        t0 = time.perf_counter()
-        generate(table, args.files, args.rows)
-        size = _input_bytes(table)
-        print(
-            f"table: {args.files} files x {args.rows} rows, {size / 2**20:.1f} MiB "
-            f"(generated in {time.perf_counter() - t0:.0f} s)",
-            flush=True,
-        )
-        runs: dict[str, list[dict[str, float]]] = {c: [] for c in CONTENDERS}
-        for r in range(args.repeat):
-            # each repetition starts with another contender: none always runs first
-            for name in CONTENDERS[r % len(CONTENDERS) :] + CONTENDERS[: r % len(CONTENDERS)]:
-                run = measure(name, table, scratch)
-                runs[name].append(run)
-                print(
-                    f"  rep {r + 1} {name:13s} {run['seconds']:.2f} s, "
-                    f"CPU {run['cpu_seconds']:.2f} s, peak RSS {run['max_rss_kib'] / 1024:.0f} MiB",
-                    flush=True,
-                )
-    summary = {}
+class Remote:
+    """Runs on fresh server-side copies of the table on the moto server."""
+
+    def __init__(self, s3: Any, table: Path) -> None:
+        self.s3 = s3
+        s3.upload(table, "golden")
+        self.before = set(s3.keys("golden"))
+        self.runs = 0
+
+    def measure(self, name: str, target: int) -> dict[str, float]:
+        self.runs += 1
+        prefix = f"run-{self.runs}-{name}"
+        self.s3.copy("golden", prefix)
+        self.s3.counter.take()
+        run = _spawn(name, self.s3.uri(prefix), target, self.s3.environment())
+        requests = self.s3.counter.take()
+        written = {
+            k: v
+            for k, v in self.s3.keys(prefix).items()
+            if k not in self.before and k.endswith(".parquet")
+        }
+        run["output_bytes"] = sum(written.values())
+        run["requests"] = sum(requests.values())
+        run["requests_by_method"] = requests
+        self.s3.delete(prefix)
+        return run
+
+
+def _line(name: str, run: dict[str, Any]) -> str:
+    text = (
+        f"{name:13s} {run['seconds']:6.2f} s ({run['work_seconds']:.2f} s compacting), "
+        f"CPU {run['cpu_seconds']:.2f} s, peak RSS {run['max_rss_kib'] / 1024:.0f} MiB, "
+        f"wrote {run['output_bytes'] / 2**20:.1f} MiB"
+    )
+    if "requests" in run:
+        text += f", {run['requests']} requests {run['requests_by_method']}"
+    return text
+
+
+def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
+    contenders = args.contenders.split(",")
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
+    for r in range(args.repeat):
+        # each repetition starts with another contender: none always runs first
+        for name in contenders[r % len(contenders) :] + contenders[: r % len(contenders)]:
+            run = runner.measure(name, TARGET)
+            runs[name].append(run)
+            print(f"  rep {r + 1} {_line(name, run)}", flush=True)
+    summary: dict[str, Any] = {}
     for name, results in runs.items():
         seconds = statistics.median(x["seconds"] for x in results)
         summary[name] = {
             "median_seconds": seconds,
+            "median_work_seconds": statistics.median(x["work_seconds"] for x in results),
             "median_cpu_seconds": statistics.median(x["cpu_seconds"] for x in results),
+            "median_work_cpu_seconds": statistics.median(x["work_cpu_seconds"] for x in results),
             "mib_per_s": size / 2**20 / seconds,
             "peak_rss_mib": max(x["max_rss_kib"] for x in results) / 1024,
+            "output_mib": statistics.median(x["output_bytes"] for x in results) / 2**20,
             "runs": results,
         }
-    dl, on = summary["deltalake"], summary["rlcd"]
+        if "requests" in results[0]:
+            summary[name]["median_requests"] = statistics.median(x["requests"] for x in results)
 
-    def paired(slow: str, fast: str) -> float:
-        """Median over repetitions of ``slow``'s time over ``fast``'s in the same repetition."""
+    def paired(slow: str, fast: str, key: str) -> float:
+        """Median over repetitions of ``slow``'s ``key`` over ``fast``'s in the same one."""
         pairs = zip(runs[slow], runs[fast], strict=True)
-        return statistics.median(a["seconds"] / b["seconds"] for a, b in pairs)
+        return statistics.median(a[key] / b[key] for a, b in pairs)
 
-    ratios = {
-        "rlcd_vs_deltalake_throughput": paired("deltalake", "rlcd"),
-        "rlcd_vs_floor_throughput": paired("floor", "rlcd"),
-        "counter_overhead": paired("rlcd", "rlcd-nocount") - 1,
-        "rlcd_vs_deltalake_peak_rss": on["peak_rss_mib"] / dl["peak_rss_mib"],
-    }
-    print(f"\n{'contender':13s} {'MiB/s':>8s} {'median s':>9s} {'CPU s':>6s} {'peak RSS MiB':>13s}")
-    for name in CONTENDERS:
+    print(
+        f"\n{'contender':13s} {'MiB/s':>7s} {'wall s':>7s} {'work s':>7s} {'CPU s':>6s} "
+        f"{'RSS MiB':>8s} {'out MiB':>8s}"
+    )
+    for name in contenders:
         s = summary[name]
         print(
-            f"{name:13s} {s['mib_per_s']:8.1f} {s['median_seconds']:9.2f} "
-            f"{s['median_cpu_seconds']:6.2f} {s['peak_rss_mib']:13.0f}"
+            f"{name:13s} {s['mib_per_s']:7.1f} {s['median_seconds']:7.2f} "
+            f"{s['median_work_seconds']:7.2f} {s['median_cpu_seconds']:6.2f} "
+            f"{s['peak_rss_mib']:8.0f} {s['output_mib']:8.1f}"
+            + (f"  {s['median_requests']:.0f} requests" if "median_requests" in s else "")
         )
-    print(
-        "\nrlcd / deltalake throughput: "
-        f"{ratios['rlcd_vs_deltalake_throughput']:.2f}x (bar >= 1.0)\n"
-        f"rlcd / floor throughput:     {ratios['rlcd_vs_floor_throughput']:.2f}x\n"
-        f"batch counter overhead:      {ratios['counter_overhead'] * 100:+.1f}% (bar <= 2%)\n"
-        f"rlcd / deltalake peak RSS:   {ratios['rlcd_vs_deltalake_peak_rss']:.2f}x (bar <= 1.0)"
-    )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "files": args.files,
-                "rows": args.rows,
-                "input_bytes": size,
-                "summary": summary,
-                "ratios": ratios,
-            },
-            indent=2,
+    ratios: dict[str, Any] = {}
+    if "deltalake" in runs:
+        dl = summary["deltalake"]
+        print("\nvs deltalake (paired medians; > 1 is better for rlcd, except size and RSS):")
+        for name in (c for c in contenders if c != "deltalake"):
+            mine = {
+                "throughput": paired("deltalake", name, "seconds"),
+                "work_throughput": paired("deltalake", name, "work_seconds"),
+                "cpu": paired("deltalake", name, "cpu_seconds"),
+                "work_cpu": paired("deltalake", name, "work_cpu_seconds"),
+                "output_size": summary[name]["output_mib"] / dl["output_mib"],
+                "peak_rss": summary[name]["peak_rss_mib"] / dl["peak_rss_mib"],
+            }
+            ratios[name] = mine
+            print(
+                f"  {name:13s} throughput {mine['throughput']:.2f}x "
+                f"(compaction alone {mine['work_throughput']:.2f}x), CPU {mine['cpu']:.2f}x "
+                f"({mine['work_cpu']:.2f}x), "
+                f"output {mine['output_size']:.2f}x, peak RSS {mine['peak_rss']:.2f}x"
+            )
+    return {"summary": summary, "ratios": ratios}
+
+
+def memory(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    """Peak RSS of one rlcd bin per bin size (bench shape, single-commit tables)."""
+    sizes = [float(s) for s in args.bin_gib.split(",")]
+    per_file = 1.7 * 2**20  # bytes of one 50k-row file of the bench shape
+    results: dict[str, Any] = {}
+    for gib in sizes:
+        table = scratch / f"table-{gib}"
+        files = max(1, round(gib * 2**30 / per_file))
+        t0 = time.perf_counter()
+        generate_one_commit(table, files, args.rows, "bench")
+        size = sum(_parquet_sizes(table).values())
+        print(
+            f"{gib} GiB: {files} files, {size / 2**30:.2f} GiB "
+            f"(generated in {time.perf_counter() - t0:.0f} s)",
+            flush=True,
         )
-    )
+        runner = Local(table, scratch)
+        target = int(size * 1.1) + TARGET  # one bin holds the whole table
+        runs = []
+        for _ in range(args.repeat):
+            run = runner.measure("rlcd", target)
+            runs.append(run)
+            print(f"  {_line('rlcd', run)}", flush=True)
+        results[str(gib)] = {
+            "input_bytes": size,
+            "peak_rss_mib": max(r["max_rss_kib"] for r in runs) / 1024,
+            "runs": runs,
+        }
+        shutil.rmtree(table)
+    first, last = results[str(sizes[0])], results[str(sizes[-1])]
+    growth = last["peak_rss_mib"] / first["peak_rss_mib"] - 1
+    print("\nbin GiB  peak RSS MiB")
+    for gib in sizes:
+        print(f"{gib:7.1f}  {results[str(gib)]['peak_rss_mib']:12.0f}")
+    print(f"growth {sizes[0]} -> {sizes[-1]} GiB: {growth * 100:+.1f}% (bar < 20%)")
+    return {"bins": results, "growth": growth}
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        name, uri, target, result = sys.argv[2:6]
+        child(name, uri, int(target), Path(result))
+        return 0
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--shape", choices=SHAPES, default="bench")
+    parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--contenders", default=DEFAULT_CONTENDERS)
+    parser.add_argument("--s3", action="store_true", help="compact on a moto server")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--bin-gib", help="comma-separated bin sizes: peak RSS per size")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    unknown = set(args.contenders.split(",")) - set(CONTENDERS)
+    if unknown or (args.s3 and "floor" in args.contenders):
+        raise SystemExit(f"unknown contenders {sorted(unknown)} (floor runs locally only)")
+    suffix = "-memory" if args.bin_gib else f"-{args.shape}" + ("-s3" if args.s3 else "")
+    out = args.out or Path(__file__).parent / "out" / f"compact{suffix}.json"
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="rlcd-bench-") as tmp:
+        scratch = Path(tmp)
+        if args.bin_gib:
+            report = memory(args, scratch)
+        else:
+            table = scratch / "table"
+            t0 = time.perf_counter()
+            generate(table, args.files, args.rows, args.shape)
+            size = sum(_parquet_sizes(table).values())
+            print(
+                f"{args.shape} table: {args.files} files x {args.rows} rows, "
+                f"{size / 2**20:.1f} MiB (generated in {time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
+            if args.s3:
+                from s3env import S3Bench
+
+                with S3Bench(args.latency_ms).running() as s3:
+                    report = compare(args, Remote(s3, table), size)
+            else:
+                report = compare(args, Local(table, scratch), size)
+            report.update(input_bytes=size)
+    end = os.getloadavg()
+    print(f"load average at end: {end[0]:.1f} {end[1]:.1f} {end[2]:.1f}")
+    report.update(vars(args) | {"out": str(out), "load_start": load, "load_end": end})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str))
     return 0
 
 

@@ -187,6 +187,13 @@ def _parser() -> argparse.ArgumentParser:
         help="output compression (default zstd)",
     )
     compact.add_argument(
+        "--min-file-age",
+        default="0",
+        metavar="DURATION",
+        help="leave files younger than this alone (by their add's modificationTime), e.g. 5m: "
+        "the files a concurrent writer's DML is most likely to touch (default 0: all files)",
+    )
+    compact.add_argument(
         "--orphan-grace",
         default="1h",
         metavar="DURATION",
@@ -264,7 +271,7 @@ class _Run:
             return "no bin had started; nothing was written"
         left = progress.total - progress.done
         return (
-            f"abandoned {count(left, 'bin')} in flight of {progress.total} (outputs deleted, "
+            f"abandoned {count(progress.total, 'bin')} ({left} in flight; outputs deleted, "
             "uploads aborted); nothing was committed"
         )
 
@@ -284,6 +291,10 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         grace_s = parse_duration(args.orphan_grace)
     except ValueError as exc:
         raise ConfigError(f"bad --orphan-grace: {exc}") from exc
+    try:
+        min_age_ms = round(parse_duration(args.min_file_age) * 1000)
+    except ValueError as exc:
+        raise ConfigError(f"bad --min-file-age: {exc}") from exc
     policy = CompactionPolicy(
         **sizes,
         min_file_size=min_size,
@@ -302,6 +313,7 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
             on_plan=progress.start,
             on_bin_done=progress.advance,
             orphan_grace_s=grace_s,
+            min_file_age_ms=min_age_ms,
         )
     return _compacted(args, run.report)
 

@@ -105,9 +105,9 @@ async def clean_table(
     failed: list[tuple[str, str]] = []
     if not dry_run:
         aborted = await _each(
-            table, uploads, lambda u: store.abort_upload(u.key, u.upload_id), _key, failed
+            table, uploads, lambda u: store.abort_upload(u.key, u.upload_id), failed
         )
-        deleted = await _each(table, orphans, lambda m: store.delete(m.key), _key, failed)
+        deleted = await _each(table, orphans, lambda m: store.delete(m.key), failed)
     else:
         aborted, deleted = uploads, list(orphans)
     report = CleanupReport(
@@ -136,7 +136,6 @@ async def _each(
     table: str,
     items: Sequence[_T],
     remove: Callable[[_T], Awaitable[None]],
-    key: Callable[[_T], str],
     failed: list[tuple[str, str]],
 ) -> list[_T]:
     """Remove each item in turn; those the store refused go to ``failed``, not raised (one
@@ -146,15 +145,11 @@ async def _each(
         try:
             await remove(item)
         except StorageError as exc:
-            failed.append((key(item), str(exc)))
-            log.warning("orphan_not_removed", table=table, key=key(item), error=str(exc))
+            failed.append((item.key, str(exc)))
+            log.warning("orphan_not_removed", table=table, key=item.key, error=str(exc))
         else:
             done.append(item)
     return done
-
-
-def _key(item: ObjectMeta | PendingUpload) -> str:
-    return item.key
 
 
 class _Doubt(Exception):
@@ -204,13 +199,14 @@ async def _references_in(store: ObjectStore, key: str) -> list[FileReference]:
 
 def _parquet_references(data: bytes) -> list[FileReference]:
     """The files a Parquet checkpoint or sidecar names (only its add, remove and cdc columns
-    are read, and of those only the path and DV), from a native buffer, never a Python file
-    object (see pitfalls.md)."""
+    are read, and of those only the path and DV). Read without Arrow's threads: one of them
+    dropping the last reference to these Python bytes would take the GIL, and at interpreter
+    exit that aborts the process (see ``rlcd.delta.load._arrow_owned``)."""
     parquet = pq.ParquetFile(pa.BufferReader(data))
     columns = [c for c in ("add", "remove", "cdc") if c in parquet.schema_arrow.names]
     found: list[FileReference] = []
     for name in columns:
-        for chunk in parquet.read(columns=[name]).column(name).chunks:
+        for chunk in parquet.read(columns=[name], use_threads=False).column(name).chunks:
             struct = chunk.type
             paths = pc.struct_field(chunk, "path").to_pylist()
             dvs = (

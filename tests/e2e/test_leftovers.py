@@ -14,10 +14,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rlcd.delta.names import rlcd_file_uuid
+from rlcd.delta.names import data_file_name, rlcd_file_uuid
 from rlcd.storage.local import is_temp_name
+from tests.contract.support import boto_client
 from tests.e2e.test_cli import rlcd
-from tests.integration.tables import append
+from tests.integration.tables import S3Mirror, append, delta_rs_rows, partitioned
 
 pytestmark = pytest.mark.e2e
 
@@ -113,3 +114,34 @@ def test_orphan_grace_is_a_duration(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--orphan-grace" in bad.stderr
     ok = rlcd("compact", str(table), "--orphan-grace", "90s", "--dry-run")
     assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.integration
+def test_s3_leftovers_are_removed_by_the_next_run(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str
+) -> None:
+    """On S3, a killed run's unfinished multipart upload and its complete but uncommitted
+    output are removed by the next `rlcd compact` past the grace period, and it says so;
+    another writer's upload stays, and so do the table's rows."""
+    partitioned(tmp_path / "t")
+    uri = S3Mirror(moto_endpoint, s3_bucket).upload(tmp_path / "t", "w/t")
+    boto = boto_client(moto_endpoint)
+    ours = f"w/t/part=a/{data_file_name('zstd', os.urandom(16))}"
+    boto.create_multipart_upload(Bucket=s3_bucket, Key=ours)
+    foreign = boto.create_multipart_upload(Bucket=s3_bucket, Key="w/t/part=a/part-x.parquet")
+    boto.put_object(
+        Bucket=s3_bucket, Key=f"w/t/{data_file_name('zstd', os.urandom(16))}", Body=b"x"
+    )
+    env = {"AWS_ENDPOINT_URL_S3": moto_endpoint, "AWS_REGION": "us-east-1"}
+    young = rlcd("compact", uri, "--dry-run", env=env)  # moto dates every upload 2010
+    assert young.returncode == 0, young.stderr
+    assert (
+        "would remove leftovers of earlier runs older than 1h: 0 uncommitted files" in young.stdout
+    )
+    done = rlcd("compact", uri, "--orphan-grace", "0s", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "1 uncommitted file (1 B), 1 unfinished upload" in done.stdout, done.stdout
+    uploads = boto.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])
+    assert [u["UploadId"] for u in uploads] == [foreign["UploadId"]]
+    back = S3Mirror(moto_endpoint, s3_bucket).download("w/t", tmp_path / "back")
+    assert delta_rs_rows(back) == delta_rs_rows(tmp_path / "t")

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 FILES, ROWS = 4, 20_000
 
 
-def _file(f: int) -> pa.Table:
+def mixed_file(f: int) -> pa.Table:
     """One append: every kind of column the adaptive choice treats, with nulls in each."""
     rng = np.random.default_rng(f)
     i = np.arange(f * ROWS, (f + 1) * ROWS, dtype=np.int64)
@@ -44,7 +44,7 @@ def _file(f: int) -> pa.Table:
     )
 
 
-def _output_encodings(path: Path, version: int) -> dict[str, set[str]]:
+def output_encodings(path: Path, version: int) -> dict[str, set[str]]:
     log = path / "_delta_log" / f"{version:020d}.json"
     (add,) = (a["add"] for a in map(json.loads, log.read_text().splitlines()) if "add" in a)
     meta = pq.read_metadata(path / add["path"])
@@ -58,13 +58,13 @@ async def test_every_adaptive_encoding_reads_back_identically(tmp_path: Path) ->
     """An adaptive compaction writes delta-packed integers, dates and timestamps, dictionary and
     plain columns, and delta-rs's scan and the kernel read exactly the rows they read before."""
     for f in range(FILES):
-        append(tmp_path, _file(f))
+        append(tmp_path, mixed_file(f))
     before = delta_rs_rows(tmp_path)
     assert kernel_rows(tmp_path) == before
     async with LocalStore(tmp_path) as store:
         report = await compact_table(store, CompactionPolicy(encodings="adaptive"))
     assert report.committed_version is not None and not report.failed
-    used = _output_encodings(tmp_path, report.committed_version)
+    used = output_encodings(tmp_path, report.committed_version)
     for column in ("id", "seq", "day", "at"):
         assert DELTA_BINARY_PACKED in used[column], column
     for column in ("kind", "tags.k"):
@@ -78,10 +78,10 @@ async def test_every_adaptive_encoding_reads_back_identically(tmp_path: Path) ->
 async def test_conservative_encodings_are_todays(tmp_path: Path) -> None:
     """The default policy keeps today's writer: dictionaries tried everywhere, no delta packing."""
     for f in range(2):
-        append(tmp_path, _file(f))
+        append(tmp_path, mixed_file(f))
     async with LocalStore(tmp_path) as store:
         report = await compact_table(store, CompactionPolicy())
     assert report.committed_version is not None
-    used = _output_encodings(tmp_path, report.committed_version)
+    used = output_encodings(tmp_path, report.committed_version)
     assert all(DELTA_BINARY_PACKED not in e for e in used.values())
     assert DICTIONARY in used["id"] and DICTIONARY in used["note"]

@@ -94,5 +94,4 @@ def test_the_template_runs_one_shard_of_the_shared_config() -> None:
         "/usr/bin/env rlcd run --config /etc/rlcd/rlcd.toml --instance %i"
     ]
     assert d["Service.CacheDirectory"] == ["rlcd/%i"]
-    assert d["Service.StateDirectory"] == ["rlcd/%i"]
     assert d["Service.Environment"] == ["TMPDIR=%C/rlcd/%i"]
