@@ -365,7 +365,7 @@ async def commit_bins(
                 sources=len(b.done.bin.sources),
             )
         log.info(
-            "bin_committed",
+            "bin_decision",
             table=table,
             version=outcome.version,
             bin=b.done.bin.bin_id,
