@@ -137,7 +137,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         if len(first_commits(daemon.events(), t0)) >= args.tables:
                             break
                         await anyio.sleep(2)
-                converged = await wait_converged(w, config, within_s=30)
+                converged = await wait_converged(w, config, within_s=180)
                 converged_s = time.time() - t0
                 print(f"converged: {converged} after {converged_s:.0f}s; idle {args.idle}s")
                 await anyio.sleep(5)  # let the last polls after the commits settle
