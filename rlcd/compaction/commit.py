@@ -365,7 +365,7 @@ async def commit_bins(
                 sources=len(b.done.bin.sources),
             )
         log.info(
-            "bin_decision",
+            "bin_committed",
             table=table,
             version=outcome.version,
             bin=b.done.bin.bin_id,
