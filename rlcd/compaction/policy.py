@@ -53,6 +53,7 @@ __all__ = (
     "TARGET_FILE_SIZE_PROPERTY",
     "CompactionPolicy",
     "parse_byte_size",
+    "parse_size",
     "parse_duration",
     "effective_policy",
 )
@@ -101,6 +102,41 @@ def parse_byte_size(text: str) -> int:
     if not 0 < size <= _MAX_LONG:
         raise ValueError(f"{text!r} is out of range (1 byte to 2^63-1 bytes)")
     return size
+
+
+_PEOPLE_SIZE_RE: Final = re.compile(r"([0-9]+) ?([a-z]*)")
+_PREFIXES: Final = ("k", "m", "g", "t", "p")
+_PEOPLE_UNITS: Final[Mapping[str, int]] = {
+    "": 1,
+    "b": 1,
+    **{f"{p}b": 1000**i for i, p in enumerate(_PREFIXES, 1)},
+    **{f"{p}ib": 1024**i for i, p in enumerate(_PREFIXES, 1)},
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from a size as people write it (flags, the TOML config): ``"134217728"``,
+    ``"128MiB"`` (2^20 each) or ``"100MB"`` (10^6 each), units in any case.
+
+    Unlike :func:`parse_byte_size` (table properties, read as Spark reads them), every unit has
+    its real meaning, and a bare ``128m`` is refused since it could mean either.
+
+    Raises:
+        ValueError: no integer, an unknown or ambiguous unit.
+    """
+    match = _PEOPLE_SIZE_RE.fullmatch(text.strip().lower())
+    if match is None or match[2] not in _PEOPLE_UNITS:
+        hint = ""
+        if match is not None and match[2] in _PREFIXES:
+            n, u = match[1], match[2].upper()
+            hint = (
+                f": {n}{u} is ambiguous, write {n}{u}iB (powers of 1024) or {n}{u}B "
+                "(powers of 1000)"
+            )
+        raise ValueError(
+            f"{text!r} is not a size (bytes, or an integer with a unit: 128MiB, 100MB){hint}"
+        )
+    return int(match[1]) * _PEOPLE_UNITS[match[2]]
 
 
 _DURATION_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")

@@ -60,6 +60,7 @@ from rlcd.compaction.policy import (
     DEFAULT_TARGET_FILE_SIZE,
     CompactionPolicy,
     parse_duration,
+    parse_size,
 )
 from rlcd.errors import ConfigError
 from rlcd.storage.s3 import S3Config
@@ -76,7 +77,6 @@ __all__ = (
     "TableEntry",
     "DiscoverEntry",
     "Settings",
-    "parse_size",
     "parse_settings",
     "load_settings",
     "schema_keys",
@@ -378,33 +378,6 @@ def _kind(value: object) -> str:
 
 def _got(value: object) -> str:
     return f"got {value!r} ({_kind(value)})"
-
-
-_SIZE_RE: Final = re.compile(r"([0-9]+) ?([a-z]*)")
-_SIZE_UNITS: Final[Mapping[str, int]] = {
-    "": 1,
-    "b": 1,
-    **{u + "b": 1000**p for p, u in enumerate("kmgtp", 1)},
-    **{u + "ib": 1024**p for p, u in enumerate("kmgtp", 1)},
-}
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``"134217728"``, ``"128MiB"`` (2^20 each) or ``"128MB"`` (10^6 each).
-
-    Raises:
-        ValueError: no integer, an unknown or ambiguous unit (``128m``).
-    """
-    match = _SIZE_RE.fullmatch(text.strip().lower())
-    if match is None or match[2] not in _SIZE_UNITS:
-        hint = ""
-        if match is not None and match[2] in {"k", "m", "g", "t", "p"}:
-            n, u = match[1], match[2].upper()
-            hint = f": {n}{u} is ambiguous, write {n}{u}iB (2^10 steps) or {n}{u}B (10^3 steps)"
-        raise ValueError(
-            f"{text!r} is not a size (bytes, or an integer with a unit: 128MiB, 100MB){hint}"
-        )
-    return int(match[1]) * _SIZE_UNITS[match[2]]
 
 
 def _size(*, minimum: int, auto: bool = False) -> _Parse:

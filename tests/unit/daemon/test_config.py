@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.policy import CompactionPolicy, parse_size
 from rlcd.daemon.config import (
     DaemonSettings,
     DiscoverEntry,
@@ -19,7 +19,6 @@ from rlcd.daemon.config import (
     TablePolicy,
     load_settings,
     parse_settings,
-    parse_size,
     render_policies,
     schema_keys,
     shard_of,
