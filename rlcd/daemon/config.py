@@ -58,6 +58,7 @@ from rlcd.compaction.policy import (
     CODECS,
     DEFAULT_MAX_DELETED_ROWS_RATIO,
     DEFAULT_TARGET_FILE_SIZE,
+    ENCODINGS,
     CompactionPolicy,
     parse_duration,
     parse_size,
@@ -177,7 +178,8 @@ class TablePolicy:
     """One table's effective policy: what the compaction takes plus what the daemon decides by.
 
     * ``target_file_size``, ``min_file_size`` (None: half the target), ``max_deleted_rows_ratio``
-      and ``codec`` make :attr:`compaction` (see :mod:`rlcd.compaction.policy`).
+      ``codec``, ``encodings`` and ``max_masked_ratio`` make :attr:`compaction` (see
+      :mod:`rlcd.compaction.policy`).
     * The table is due when some partition holds at least ``min_small_files`` small files, or
       its small files hold at least ``min_small_bytes`` bytes together, or a DV purge is due;
       and not sooner than ``min_interval_s`` after its last compaction.
@@ -197,6 +199,8 @@ class TablePolicy:
     min_interval_s: float = 60.0
     min_file_age_s: float = 300.0
     codec: str = "zstd"
+    encodings: str = ENCODINGS[0]
+    max_masked_ratio: float = 0.5
     enabled: bool = True
     compaction: CompactionPolicy = field(init=False, repr=False, compare=False)
 
@@ -214,6 +218,8 @@ class TablePolicy:
             min_file_size=self.min_file_size,
             max_deleted_rows_ratio=self.max_deleted_rows_ratio,
             codec=self.codec,
+            encodings=self.encodings,
+            max_masked_ratio=self.max_masked_ratio,
         )
         object.__setattr__(self, "compaction", policy)
 
@@ -535,6 +541,8 @@ _POLICY: Final = (
     _Key("min_interval", "min_interval_s", _duration()),
     _Key("min_file_age", "min_file_age_s", _duration()),
     _Key("codec", "codec", _choice(sorted(CODECS))),
+    _Key("encodings", "encodings", _choice(list(ENCODINGS))),
+    _Key("max_masked_ratio", "max_masked_ratio", _ratio),
     _Key("enabled", "enabled", _boolean),
 )
 # ``uri`` and ``prefix`` are listed to be known; _Reader.uri reads them (relative paths).
