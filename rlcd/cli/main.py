@@ -231,8 +231,55 @@ def _parser() -> argparse.ArgumentParser:
         help="only check the live files (a HEAD each, plus their deletion vectors)",
     )
     _add_s3_options(verify)
+    _add_delete_commands(sub)
     daemon_commands.add_commands(sub)
     return parser
+
+
+def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
+    delete = sub.add_parser(
+        "delete",
+        help="delete the rows a predicate matches, through deletion vectors",
+        description="Delete the rows where a predicate is true, in one DELETE commit: each "
+        "file with matches gets a deletion vector (no data file is rewritten). Losing the race "
+        "to a compaction moves the deletions onto its output; to a DV delete of other rows of "
+        "the same file merges them; any other conflict exits 1 with nothing committed.",
+        epilog=_EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    delete.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
+    delete.add_argument(
+        "--where",
+        required=True,
+        help="the rows to delete, e.g. \"region = 'eu' AND amount < 0\" (=, !=, <, <=, >, >=, "
+        "IN, IS [NOT] NULL, AND, OR, NOT over data and partition columns)",
+    )
+    delete.add_argument(
+        "--dry-run", action="store_true", help="print the files and rows it would delete"
+    )
+    _add_s3_options(delete)
+
+
+async def _delete(args: argparse.Namespace) -> int:
+    from rlcd.compaction.delete import delete_where
+    from rlcd.errors import ConcurrentModificationError
+
+    async with open_store(args.table, s3=_s3_config(args)) as store:
+        try:
+            report = await delete_where(store, args.where, dry_run=args.dry_run)
+        except ConcurrentModificationError as exc:  # a lost race, like a bin that lost
+            print(f"rlcd: {exc}", file=sys.stderr)
+            return EXIT_PROBLEM
+    if args.dry_run:
+        for f in report.files:
+            print(f"  {f.path}: {count(f.rows, 'row')}")
+    verb = "would delete" if args.dry_run else "deleted"
+    at = f" in version {report.version}" if report.version is not None else ""
+    print(
+        f"{report.table}: {verb} {count(report.rows, 'row')} in "
+        f"{count(len(report.files), 'file')}{at} ({count(report.files_read, 'data file')} read)"
+    )
+    return EXIT_OK
 
 
 def _s3_config(args: argparse.Namespace) -> S3Config:
@@ -401,6 +448,7 @@ def _main(args: argparse.Namespace) -> int:
         "demo": lambda: _demo(args),
         "compact": lambda: _compact(args, run),
         "verify": lambda: _verify(args),
+        "delete": lambda: _delete(args),
     }
     daemon_handler = daemon_commands.HANDLERS.get(args.command)
     try:
