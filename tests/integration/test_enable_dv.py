@@ -25,7 +25,7 @@ async def test_enable_dv_retries_past_an_append(tmp_path: Path) -> None:
         append(tmp_path, batch(10, 10))
 
     async with LocalStore(tmp_path) as inner:
-        plan = await enable_dv(HoldingStore(inner, [winner]), confirmed=True)  # type: ignore[arg-type]
+        plan = await enable_dv(HoldingStore(inner, [winner]), confirmed=True)
     assert plan.version == 2
     assert deltalake.DeltaTable(str(tmp_path)).protocol().min_reader_version == 3
     assert len(delta_rs_rows(tmp_path)) == 20
@@ -42,6 +42,6 @@ async def test_enable_dv_aborts_on_a_metadata_change(tmp_path: Path) -> None:
 
     async with LocalStore(tmp_path) as inner:
         with pytest.raises(ConcurrentModificationError, match="metadata or protocol"):
-            await enable_dv(HoldingStore(inner, [winner]), confirmed=True)  # type: ignore[arg-type]
+            await enable_dv(HoldingStore(inner, [winner]), confirmed=True)
     table = deltalake.DeltaTable(str(tmp_path))
     assert table.version() == 1 and table.protocol().min_reader_version == 1
