@@ -49,6 +49,7 @@ from rlcd.storage import S3Config, open_store
 if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import CompactionReport
+    from rlcd.delta.actions import Protocol
 
 __all__ = ("main", "exit_code")
 
@@ -231,8 +232,102 @@ def _parser() -> argparse.ArgumentParser:
         help="only check the live files (a HEAD each, plus their deletion vectors)",
     )
     _add_s3_options(verify)
+    _add_delete_commands(sub)
     daemon_commands.add_commands(sub)
     return parser
+
+
+def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
+    delete = sub.add_parser(
+        "delete",
+        help="delete the rows a predicate matches, through deletion vectors",
+        description="Delete the rows where a predicate is true, in one DELETE commit: each "
+        "file with matches gets a deletion vector (no data file is rewritten). Losing the race "
+        "to a compaction moves the deletions onto its output; to a DV delete of other rows of "
+        "the same file merges them; any other conflict exits 1 with nothing committed.",
+        epilog=_EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    delete.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
+    delete.add_argument(
+        "--where",
+        required=True,
+        help="the rows to delete, e.g. \"region = 'eu' AND amount < 0\" (=, !=, <, <=, >, >=, "
+        "IN, IS [NOT] NULL, AND, OR, NOT over data and partition columns)",
+    )
+    delete.add_argument(
+        "--dry-run", action="store_true", help="print the files and rows it would delete"
+    )
+    _add_s3_options(delete)
+    enable = sub.add_parser(
+        "enable-dv",
+        help="upgrade a table's protocol so rlcd delete may write deletion vectors",
+        description="Upgrade the table's protocol to reader 3 / writer 7 with the "
+        "deletionVectors feature (keeping every feature it has) and set "
+        "delta.enableDeletionVectors=true, in one commit. Readers without deletion vector "
+        "support can no longer read the table: check them first.",
+    )
+    enable.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
+    enable.add_argument("--yes", action="store_true", help="upgrade the protocol")
+    enable.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
+    _add_s3_options(enable)
+
+
+async def _delete(args: argparse.Namespace) -> int:
+    from rlcd.compaction.delete import delete_where
+    from rlcd.errors import ConcurrentModificationError
+
+    async with open_store(args.table, s3=_s3_config(args)) as store:
+        try:
+            report = await delete_where(store, args.where, dry_run=args.dry_run)
+        except ConcurrentModificationError as exc:  # a lost race, like a bin that lost
+            print(f"rlcd: {exc}", file=sys.stderr)
+            return EXIT_PROBLEM
+    if args.dry_run:
+        for f in report.files:
+            print(f"  {f.path}: {count(f.rows, 'row')}")
+    verb = "would delete" if args.dry_run else "deleted"
+    at = f" in version {report.version}" if report.version is not None else ""
+    print(
+        f"{report.table}: {verb} {count(report.rows, 'row')} in "
+        f"{count(len(report.files), 'file')}{at} ({count(report.files_read, 'data file')} read)"
+    )
+    return EXIT_OK
+
+
+def _protocol_text(protocol: Protocol) -> str:
+    features = sorted(set(protocol.reader_features or ()) | set(protocol.writer_features or ()))
+    listed = f" ({', '.join(features)})" if features else ""
+    return f"reader {protocol.min_reader_version} / writer {protocol.min_writer_version}{listed}"
+
+
+async def _enable_dv(args: argparse.Namespace) -> int:
+    from rlcd.compaction.enable_dv import DV_PROPERTY, READER_WARNING, enable_dv
+    from rlcd.errors import ConcurrentModificationError
+
+    async with open_store(args.table, s3=_s3_config(args)) as store:
+        try:
+            plan = await enable_dv(store, dry_run=args.dry_run, confirmed=args.yes)
+        except ConcurrentModificationError as exc:
+            print(f"rlcd: {exc}", file=sys.stderr)
+            return EXIT_PROBLEM
+    if plan.nothing_to_do:
+        print(f"{plan.table}: deletion vectors are enabled already; nothing to do")
+        return EXIT_OK
+    changes = [f"set {DV_PROPERTY}=true"] if plan.set_property else []
+    if plan.protocol is not None:
+        changes.insert(
+            0,
+            f"upgrade the protocol from {_protocol_text(plan.before)} to "
+            f"{_protocol_text(plan.protocol)}",
+        )
+    if plan.version is None:
+        print(f"{plan.table}: would {' and '.join(changes)}")
+        if plan.protocol is not None:
+            print(f"  {READER_WARNING}")
+    else:
+        print(f"{plan.table}: {' and '.join(changes)}: committed version {plan.version}")
+    return EXIT_OK
 
 
 def _s3_config(args: argparse.Namespace) -> S3Config:
@@ -401,6 +496,8 @@ def _main(args: argparse.Namespace) -> int:
         "demo": lambda: _demo(args),
         "compact": lambda: _compact(args, run),
         "verify": lambda: _verify(args),
+        "delete": lambda: _delete(args),
+        "enable-dv": lambda: _enable_dv(args),
     }
     daemon_handler = daemon_commands.HANDLERS.get(args.command)
     try:

@@ -1,0 +1,165 @@
+"""``rlcd delete --where``: find the rows a predicate matches and delete them through DVs.
+
+The predicate is bound to the table's data and partition columns
+(:mod:`rlcd.delta.predicate`); files are pruned by partition values and stats
+(``might_match``). A partition-only predicate matches a file as a whole, so its live rows are
+the complement of its DV and no data file is read. Otherwise each remaining file's live rows
+are decoded in physical order in a worker thread (:mod:`rlcd.compaction.source`), and
+``row_mask`` picks the matches, mapped back to physical row positions with numpy (rows its DV
+already deletes are never candidates). The positions are committed in one commit by
+:func:`rlcd.compaction.dml.delete_rows`, which rebases onto winners or refuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio.to_thread
+import numpy as np
+from pyroaring import BitMap64
+
+from rlcd.compaction.compact import rewrite_settings
+from rlcd.compaction.dml import delete_rows
+from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
+from rlcd.delta.actions import AddFile
+from rlcd.delta.load import load_snapshot, read_deletion_vector, table_config
+from rlcd.delta.predicate import BoundPredicate, Predicate
+from rlcd.delta.replay import Snapshot
+from rlcd.delta.schema import column_mapping_mode, parse_schema
+from rlcd.errors import CorruptLogError, UnsupportedFeatureError
+from rlcd.storage.base import ObjectStore
+
+__all__ = ("FileDeletion", "DeleteReport", "bind_where", "delete_where")
+
+
+@dataclass(frozen=True, slots=True)
+class FileDeletion:
+    """One file the delete touches: its path and how many of its live rows match."""
+
+    path: str
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteReport:
+    """What a delete did (or, with ``dry_run``, would do): the files with matches, the files
+    whose data was read, and the committed version (None when nothing was committed)."""
+
+    table: str
+    predicate: str
+    files: tuple[FileDeletion, ...]
+    files_read: int
+    version: int | None
+    dry_run: bool
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+
+def bind_where(snapshot: Snapshot, where: str) -> BoundPredicate:
+    """The predicate bound to the table's data and partition columns.
+
+    Raises:
+        PredicateError: bad text, an unknown column or a literal that does not fit.
+        CorruptLogError: the table has no usable schema.
+    """
+    metadata = snapshot.metadata
+    predicate = Predicate.parse(where)
+    try:
+        schema = parse_schema(metadata.schema_string)
+        mode = column_mapping_mode(metadata.configuration)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(
+            f"cannot use the table schema: {exc}", table=snapshot.table, version=snapshot.version
+        ) from exc
+    return predicate.bind(schema, partition_columns=metadata.partition_columns, mode=mode)
+
+
+def _matching_positions(
+    fetched: FetchedSource,
+    options: ReadOptions,
+    bound: BoundPredicate,
+    *,
+    table: str,
+    version: int,
+) -> np.ndarray:
+    """The physical positions of the live rows ``bound`` matches (worker thread: decodes)."""
+    decoded = DecodedSource(fetched, options, table=table, version=version)
+    partition_values = fetched.add.partition_values
+    masks = [
+        np.asarray(bound.row_mask(batch, partition_values).to_numpy(zero_copy_only=False))
+        for batch in decoded.batches()
+    ]
+    live = np.ones(decoded.physical_rows, dtype=bool)
+    if len(fetched.dv):
+        live[np.asarray(fetched.dv.to_array(), dtype=np.int64)] = False
+    hits = np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
+    positions: np.ndarray = np.flatnonzero(live)[hits].astype(np.uint64)
+    return positions
+
+
+async def _file_positions(
+    store: ObjectStore,
+    add: AddFile,
+    bound: BoundPredicate,
+    options: ReadOptions,
+    *,
+    version: int,
+) -> tuple[BitMap64, bool]:
+    """The positions to delete in ``add`` and whether its data was read."""
+    if bound.partition_only and add.num_records is not None:
+        everything = BitMap64()
+        everything.add_range(0, add.num_records)
+        return everything - await read_deletion_vector(store, add, version=version), False
+    fetched = await fetch_source(store, add, options, version=version)
+    try:
+        positions = await anyio.to_thread.run_sync(
+            lambda: _matching_positions(fetched, options, bound, table=store.root, version=version)
+        )
+    finally:
+        fetched.close()
+    return BitMap64(positions), True
+
+
+async def delete_where(
+    store: ObjectStore, where: str, *, dry_run: bool = False, inline: bool = False
+) -> DeleteReport:
+    """Delete the rows ``where`` matches, in one commit (none with ``dry_run``).
+
+    Raises:
+        PredicateError: the predicate does not parse or bind (e.g. an unknown column).
+        UnsupportedFeatureError: the table does not allow row deletions or deletion vectors
+            (``rlcd enable-dv`` upgrades it).
+        ConcurrentModificationError: a winning commit conflicts and the delete cannot rebase.
+    """
+    snapshot = await load_snapshot(store)
+    config = table_config(snapshot)
+    config.ensure_writable()
+    config.ensure_rows_deletable()
+    if not config.deletion_vectors_enabled:
+        raise UnsupportedFeatureError(
+            "the table does not allow deletion vectors, which rlcd delete writes; "
+            "`rlcd enable-dv TABLE` upgrades its protocol (check its readers first)",
+            table=store.root,
+            version=snapshot.version,
+        )
+    bound = bind_where(snapshot, where)
+    options = rewrite_settings(snapshot, config, CompactionPolicy()).read
+    deletions: dict[str, BitMap64] = {}
+    files_read = 0
+    for add in snapshot.files.values():
+        if not bound.might_match(add):
+            continue
+        positions, read = await _file_positions(
+            store, add, bound, options, version=snapshot.version
+        )
+        files_read += read
+        if positions:
+            deletions[add.path] = positions
+    files = tuple(FileDeletion(path, len(p)) for path, p in deletions.items())
+    version = None
+    if deletions and not dry_run:
+        version = await delete_rows(store, snapshot, deletions, inline=inline)
+    return DeleteReport(store.root, where, files, files_read, version, dry_run)

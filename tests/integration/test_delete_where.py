@@ -1,0 +1,96 @@
+"""``delete_where`` (``rlcd delete``): the rows a predicate matches, and only those, are
+deleted through DVs; partition-only predicates read no data file; a lost race it cannot rebase
+commits nothing (and the command exits 1)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from rlcd.cli import main as cli
+from rlcd.compaction.delete import delete_where
+from rlcd.delta.predicate import PredicateError
+from rlcd.storage import LocalStore, open_store
+from rlcd.storage.metered import MeteredStore
+from tests.integration.races import ROWS, HoldingStore, RaceTable, in_thread, judge, local_table
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+ALL = range(4 * ROWS)
+
+
+async def test_mixed_predicate_deletes_matches_within_the_partition(
+    make: Callable[..., RaceTable],
+) -> None:
+    """A data and partition predicate deletes its rows in one commit, other rows stay."""
+    table = make(partitioned=True)  # files k: part a, b, a, b
+    async with table.store() as store:
+        report = await delete_where(store, "part = 'a' AND (id < 3 OR id >= 55)")
+    assert report.version == 4 and report.rows == 3 + 5 and len(report.files) == 2
+    await judge(table, set(ALL) - {0, 1, 2, 55, 56, 57, 58, 59})
+
+
+async def test_second_delete_skips_rows_already_deleted(make: Callable[..., RaceTable]) -> None:
+    """Rows a file's DV already deletes are no candidates: counts and positions stay right."""
+    table = make()
+    async with table.store() as store:
+        await delete_where(store, "id >= 5 AND id < 10")
+        report = await delete_where(store, "id >= 7 AND id < 13")
+    assert report.rows == 3
+    await judge(table, set(ALL) - set(range(5, 13)))
+
+
+async def test_partition_only_predicate_reads_no_data_file(tmp_path: Path) -> None:
+    """A predicate over partition columns alone deletes whole files without reading one; a
+    data predicate reads only the files its partition and stats leave."""
+    table = local_table(tmp_path / "t", partitioned=True)
+    async with MeteredStore(LocalStore(tmp_path / "t")) as store:
+        report = await delete_where(store, "part = 'b'")
+        assert report.files_read == 0 and report.rows == 2 * ROWS
+        assert store.requests["local_read"] == 0
+        report = await delete_where(store, "part = 'a' AND id = 1")
+        assert report.files_read == 1 and report.rows == 1
+        assert store.requests["local_read"] == 1
+    await judge(table, [i for i in ALL if (i // ROWS) % 2 == 0 and i != 1])
+
+
+async def test_unknown_column_is_a_predicate_error(make: Callable[..., RaceTable]) -> None:
+    """A predicate naming no column of the table raises before anything is written."""
+    table = make()
+    async with table.store() as store:
+        with pytest.raises(PredicateError, match="nope"):
+            await delete_where(store, "nope = 1")
+    await judge(table, ALL)
+
+
+REWRITES: dict[str, Callable[[Any], object]] = {
+    "untagged compaction": lambda dt: dt.optimize.compact(),
+    "copy-on-write delete": lambda dt: dt.delete("id = 15"),
+}
+
+
+@pytest.mark.parametrize("rewrite", sorted(REWRITES))
+def test_cli_delete_losing_to_an_untagged_rewrite_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rewrite: str
+) -> None:
+    """``rlcd delete`` whose put is held until delta-rs rewrote its file (no tags) exits 1
+    with nothing of its own committed."""
+    table = local_table(tmp_path / "t")
+
+    async def winner() -> None:
+        await in_thread(REWRITES[rewrite], table)
+
+    @contextlib.asynccontextmanager
+    async def holding(uri: str, **kw: Any) -> AsyncIterator[Any]:
+        async with open_store(uri, **kw) as inner:
+            yield HoldingStore(inner, [winner])
+
+    monkeypatch.setattr("rlcd.cli.main.open_store", holding)
+    code = cli.main(["delete", table.uri, "--where", "id = 3"])
+    assert code == cli.EXIT_PROBLEM
+    anyio.run(judge, table, [i for i in ALL if rewrite == "untagged compaction" or i != 15])
