@@ -397,5 +397,9 @@ async def run_daemon_demo(out: TextIO, *, files: int = 30, seconds: float = 20.0
             for e in events:
                 if e.get("level") in {"warning", "error"}:
                     out.write(f"  daemon: {json.dumps(e)}\n")
+        out.write(
+            "(rows grow by the writer's appends and shrink by its deletes; deltalake reads each "
+            "table as the writer left it)\n"
+        )
         out.write(f"\n{'all tables compacted and correct' if ok else 'DEMO FAILED'}\n")
         return ok

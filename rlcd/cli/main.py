@@ -146,13 +146,15 @@ def _parser() -> argparse.ArgumentParser:
         "--path",
         type=Path,
         default=Path("demo-table"),
-        help="where to (re)create the demo table (default: ./demo-table); a directory is "
-        "only replaced if an earlier demo made it",
+        help="--one-shot: where to (re)create the demo table (default: ./demo-table); a "
+        "directory is only replaced if an earlier demo made it",
     )
     demo.add_argument(
         "--files", type=int, default=24, help="small files per table to write (default 24)"
     )
-    demo.add_argument("--rows", type=int, default=2000, help="rows per file (default 2000)")
+    demo.add_argument(
+        "--rows", type=int, default=2000, help="--one-shot: rows per file (default 2000)"
+    )
 
     compact = sub.add_parser(
         "compact",
