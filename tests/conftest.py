@@ -1,4 +1,5 @@
-"""Shared test fixtures: the fixture tables, the anyio backend and the moto S3 server.
+"""Shared test fixtures: the fixture tables, the anyio backend and the moto S3 server, and the
+``--seeds N`` option of the long runs of the random interleavings.
 
 The moto server is started once per session on 127.0.0.1 (in-process ``mock_aws`` does not work
 with aiobotocore); each test that asks for ``s3_bucket`` gets a fresh bucket.
@@ -24,6 +25,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(
     os.environ.get("RLCD_FIXTURES", ROOT.parent / "shared" / "fixtures" / "delta")
 ).resolve()  # readers report real paths; a symlinked shared/ must compare equal
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help="run the random interleavings for seeds 0..N-1 on local disk and on moto "
+        "(instead of CI's fixed set), and print what they did",
+    )
 
 
 def fixture_table(name: str) -> Path:

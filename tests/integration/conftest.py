@@ -1,13 +1,16 @@
-"""Fixtures of the integration tests."""
+"""Fixtures of the integration tests, and the long runs' summary of the random interleavings."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.integration.races import RaceTable, local_table, s3_table
+
+_TALLY = pytest.StashKey[Counter[str]]()
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -22,3 +25,21 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., RaceTa
     return lambda files=4, partitioned=False: s3_table(
         tmp_path, endpoint, bucket, files, partitioned=partitioned
     )
+
+
+@pytest.fixture
+def interleavings_tally(pytestconfig: pytest.Config) -> Counter[str]:
+    """What the random interleavings did, summed over the session."""
+    return pytestconfig.stash.setdefault(_TALLY, Counter())
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """With ``--seeds``, print the tally of the random interleavings."""
+    tally = config.stash.get(_TALLY, None)
+    if config.getoption("seeds") is None or not tally:
+        return
+    terminalreporter.section("random interleavings")
+    for key, count in sorted(tally.items()):
+        terminalreporter.write_line(f"{count:8d}  {key}")

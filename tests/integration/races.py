@@ -16,7 +16,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,9 @@ from typing import Any
 
 import anyio
 import deltalake
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
@@ -35,11 +37,11 @@ from rlcd.compaction.reconcile import loose_stats
 from rlcd.compaction.verify import verify_table
 from rlcd.delta.actions import Action, AddFile, CommitInfo
 from rlcd.delta.dv import DeletionVectorDescriptor
-from rlcd.delta.load import load_snapshot, read_commit
+from rlcd.delta.load import load_snapshot, read_commit, read_deletion_vector
 from rlcd.delta.names import rlcd_file_uuid
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.write import make_commit_info, write_commit
-from rlcd.storage import ObjectStore, PutResult, S3Config, open_store
+from rlcd.storage import AlreadyExists, ObjectStore, PutResult, S3Config, open_store
 from tests.integration.tables import S3Mirror, append, kernel_rows
 
 POLICY = CompactionPolicy(target_file_size=64 * 1024 * 1024)
@@ -171,45 +173,70 @@ async def set_dv(table: RaceTable, first_id: int, positions: Iterable[int]) -> i
         return snapshot.version + 1
 
 
-async def databricks_optimize(table: RaceTable, first_ids_in_order: Iterable[int]) -> int:
-    """Compact the given files (no DVs) the way Databricks' OPTIMIZE commits it: one output of
-    their rows in order, each tombstone tagged with the single-run pair next to Databricks'
-    own tags (``INSERTION_TIME`` …, and an extra member in ``compactionInfo``)."""
+async def databricks_compact(
+    store: ObjectStore, snapshot: Snapshot, sources: Sequence[AddFile], *, tagged: int | None = None
+) -> int | None:
+    """Compact ``sources`` (one partition, with or without DVs) the way Databricks' OPTIMIZE
+    commits it: one output of their live rows in order, each tombstone keyed by the DV the
+    source had and tagged with its single run (``sourceNumPhysicalRecords`` the physical
+    count) next to Databricks' own tags (``INSERTION_TIME`` …, an extra ``compactionInfo``
+    member); only the first ``tagged`` tombstones are tagged when given (a partly tagged
+    compaction). Returns the version, or None when another commit took it (the output is
+    deleted: nothing is left behind)."""
+    assert len({tuple(sorted(s.partition_values.items())) for s in sources}) == 1
+    parts = []
+    for source in sources:
+        rows = pq.read_table(pa.BufferReader(await store.get(source.path)))
+        live = np.ones(rows.num_rows, dtype=bool)
+        dv = await read_deletion_vector(store, source, version=snapshot.version)
+        live[np.asarray(dv.to_array(), dtype=np.int64)] = False
+        parts.append((source, rows.num_rows, rows.filter(pa.array(live))))
+    data_rows = pa.concat_tables([p for _, _, p in parts])
+    assert data_rows.num_rows, "every source row is deleted: Databricks writes no output"
+    sink = pa.BufferOutputStream()
+    pq.write_table(data_rows, sink)
+    data = sink.getvalue().to_pybytes()
+    folder = sources[0].path.rpartition("/")[0]
+    output = (folder + "/" if folder else "") + f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    await store.put(output, data)
+    low, high = pc.min_max(data_rows.column("id")).values()
+    stats = {"numRecords": data_rows.num_rows, "tightBounds": True}
+    stats |= {"minValues": {"id": low.as_py()}, "maxValues": {"id": high.as_py()}}
+    add = AddFile(
+        path=output,
+        partition_values=sources[0].partition_values,
+        size=len(data),
+        modification_time=1,
+        data_change=False,
+        stats=json.dumps(stats),
+        tags={"INSERTION_TIME": "1700000000000000", "OPTIMIZE_TARGET_SIZE": "268435456"},
+    )
+    actions: list[Action] = [CommitInfo(timestamp=1, operation="OPTIMIZE"), add]
+    offset = 0
+    for k, (source, physical, live_rows) in enumerate(parts):
+        info = [{"rowOffsetInTarget": offset, "sourceNumPhysicalRecords": physical, "z": 1}]
+        tags = {"INSERTION_TIME": "1700000000000000"}
+        if tagged is None or k < tagged:
+            tags |= {"compactedInto": json.dumps([output]), "compactionInfo": json.dumps(info)}
+        actions.append(source.tombstone(now_ms=1, data_change=False, tags=tags))
+        offset += live_rows.num_rows
+    if isinstance(await write_commit(store, snapshot.version + 1, actions), AlreadyExists):
+        await store.delete(output)
+        return None
+    return snapshot.version + 1
+
+
+async def databricks_optimize(
+    table: RaceTable, first_ids_in_order: Iterable[int], *, tagged: int | None = None
+) -> int:
+    """:func:`databricks_compact` of the files whose first ids are given, in that order."""
     async with table.store() as store:
         snapshot = await load_snapshot(store)
         files = first_ids(snapshot)
         sources = [files[k] for k in first_ids_in_order]
-        parts = [pq.read_table(pa.BufferReader(await store.get(s.path))) for s in sources]
-        sink = pa.BufferOutputStream()
-        pq.write_table(pa.concat_tables(parts), sink)
-        data = sink.getvalue().to_pybytes()
-        output = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-        await store.put(output, data)
-        rows = sum(p.num_rows for p in parts)
-        stats = json.dumps({"numRecords": rows, "tightBounds": True})
-        add = AddFile(
-            path=output,
-            size=len(data),
-            modification_time=1,
-            data_change=False,
-            stats=stats,
-            tags={"INSERTION_TIME": "1700000000000000", "OPTIMIZE_TARGET_SIZE": "268435456"},
-        )
-        actions: list[Action] = [CommitInfo(timestamp=1, operation="OPTIMIZE"), add]
-        offset = 0
-        for source, part in zip(sources, parts, strict=True):
-            info = [
-                {"rowOffsetInTarget": offset, "sourceNumPhysicalRecords": part.num_rows, "z": 1}
-            ]
-            tags = {
-                "INSERTION_TIME": "1700000000000000",
-                "compactedInto": json.dumps([output]),
-                "compactionInfo": json.dumps(info),
-            }
-            actions.append(source.tombstone(now_ms=1, data_change=False, tags=tags))
-            offset += part.num_rows
-        await write_commit(store, snapshot.version + 1, actions)
-        return snapshot.version + 1
+        version = await databricks_compact(store, snapshot, sources, tagged=tagged)
+        assert version is not None, "nothing else commits meanwhile"
+        return version
 
 
 async def in_thread(work: Callable[[deltalake.DeltaTable], object], table: RaceTable) -> None:
