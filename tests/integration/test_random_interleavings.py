@@ -87,10 +87,10 @@ async def _compact(table: RaceTable, model: _Model) -> bool | None:
 
 
 async def _databricks_compact(table: RaceTable, rng: random.Random) -> bool | None:
-    """A Databricks OPTIMIZE of two to four of the live files, in log order."""
+    """A Databricks OPTIMIZE of two to four of the live files with live rows, in log order."""
     async with table.store() as store:
         snapshot = await load_snapshot(store)
-        live = list(snapshot.files.values())
+        live = [a for a in snapshot.files.values() if (a.num_records or 0) > a.deleted_rows]
         if len(live) < 2:
             return None
         chosen = set(rng.sample(range(len(live)), rng.randint(2, min(4, len(live)))))
