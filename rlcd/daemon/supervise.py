@@ -433,10 +433,15 @@ class Supervisor:
             self._work.start_soon(self._compact, t)
 
     async def _compact(self, t: _Table) -> None:
-        begun = self._clock()
+        started: dict[str, float] = {}  # a bin's start, not the run's: bins wait their turn
 
-        def bin_done(_: Bin) -> None:
-            self.metrics.observe_bin(self._clock() - begun)
+        def bin_started(b: Bin) -> None:
+            started[b.bin_id] = self._clock()
+
+        def bin_done(b: Bin) -> None:
+            begun = started.pop(b.bin_id, None)
+            if begun is not None:  # a bin that failed before it started took no time
+                self.metrics.observe_bin(self._clock() - begun)
 
         try:
             report = await compact_table(
@@ -447,6 +452,7 @@ class Supervisor:
                 memory=self._limits.memory,
                 min_file_age_ms=int(t.policy.min_file_age_s * 1000),
                 now_ms=self._wall_ms,
+                on_bin_start=bin_started,
                 on_bin_done=bin_done,
                 orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
             )
