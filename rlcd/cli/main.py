@@ -523,7 +523,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"rlcd: stopped by {name}: {run.abandoned()}", file=sys.stderr)
         return 128 + stop.signum
     except RlcdError as exc:
-        # a table error names its table; storage and configuration errors only the key
-        where = f"{args.table}: " if "table" in args and not isinstance(exc, TableError) else ""
+        # an error that names its table (every TableError, a ConfigError about one table)
+        # gets no second name; storage and other configuration errors name only the key
+        named = getattr(exc, "table", None) is not None
+        where = f"{args.table}: " if "table" in args and not named else ""
         print(f"rlcd: {where}{exc}", file=sys.stderr)
         return error_exit_code(exc)

@@ -68,14 +68,17 @@ async def print_status(args: argparse.Namespace) -> int:
 
 
 async def _tables(settings: Settings, client: S3Client) -> list[TableUri]:
-    from rlcd.daemon.discover import discover_tables
+    from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
 
     found = {str(t.uri): t.uri for t in settings.tables}
     for d in settings.discover:
         prefix: ObjectStore = (
             client.store(d.prefix) if d.prefix.is_s3 else LocalStore(d.prefix.prefix)
         )
-        for uri in await discover_tables(prefix, d):
+        discovered = await discover_tables(prefix, d)
+        if discovered.empty:
+            print(f"{d.key} {d.prefix}: {EMPTY_PREFIX}", file=sys.stdout)
+        for uri in discovered.tables:
             found.setdefault(str(uri), uri)
     return [found[k] for k in sorted(found)]
 

@@ -1,5 +1,6 @@
-"""``rlcd status`` in process on local tables: its exit code when a table cannot be read, and
-the last errors it takes from a running daemon's ``/healthz``."""
+"""``rlcd status`` in process on local tables: its exit code when a table cannot be read, a
+discover prefix that holds nothing, and the last errors it takes from a running daemon's
+``/healthz``."""
 
 from __future__ import annotations
 
@@ -64,6 +65,20 @@ async def test_every_table_read_exits_0(tmp_path: Path, capsys: pytest.CaptureFi
     """With every table read, status exits 0, even with the daemon not reachable."""
     assert await _status(_config(tmp_path, "", "good")) == 0
     assert "daemon: not reachable" in capsys.readouterr().out
+
+
+async def test_a_discover_prefix_that_holds_nothing_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A [[discover]] prefix with nothing under it gets a line naming it (a typo finds no
+    table, silently otherwise); it is no error."""
+    config = _config(tmp_path, "", "good")
+    config.write_text(config.read_text() + '[[discover]]\nprefix = "tabels"\n')
+    assert await _status(config) == 0
+    prefix = load_settings(config).discover[0].prefix
+    assert f"discover[0] {prefix}: nothing is there: the prefix does not exist" in (
+        capsys.readouterr().out
+    )
 
 
 async def test_the_last_error_comes_from_the_running_daemon(
