@@ -161,5 +161,5 @@ async def delete_where(
     files = tuple(FileDeletion(path, len(p)) for path, p in deletions.items())
     version = None
     if deletions and not dry_run:
-        version = await delete_rows(store, snapshot, deletions, inline=inline)
+        version = await delete_rows(store, snapshot, deletions, inline=inline, predicate=where)
     return DeleteReport(store.root, where, files, files_read, version, dry_run)

@@ -15,6 +15,7 @@ it wrote: nothing is committed.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -116,6 +117,7 @@ def _actions(
     *,
     snapshot: Snapshot,
     read_version: int,
+    predicate: str | None,
     txn_id: str,
     now_ms: int,
 ) -> list[Action]:
@@ -123,7 +125,8 @@ def _actions(
     actions: list[Action] = [
         make_commit_info(
             operation="DELETE",
-            parameters={"predicate": "[]"},
+            # as Spark records it: a JSON list of the condition's text (empty without one)
+            parameters={"predicate": json.dumps([] if predicate is None else [predicate])},
             read_version=read_version,
             previous_ict=snapshot.in_commit_timestamp,
             isolation_level="WriteSerializable",
@@ -186,10 +189,14 @@ async def delete_rows(
     deletions: Mapping[str, Iterable[int]],
     *,
     inline: bool = False,
+    predicate: str | None = None,
     now_ms: int | None = None,
     max_attempts: int = 10,
 ) -> int:
     """Delete rows, given as physical positions per file path, and commit; returns the version.
+
+    ``predicate`` is the condition that chose the rows, recorded in the commit's
+    ``operationParameters`` as Spark records a DELETE's.
 
     Raises:
         UnsupportedFeatureError: the table does not allow row deletions or new deletion
@@ -249,6 +256,7 @@ async def delete_rows(
             state.descriptors,
             snapshot=current,
             read_version=snapshot.version,
+            predicate=predicate,
             txn_id=txn_id,
             now_ms=stamp,
         )

@@ -33,6 +33,9 @@ class Fault(enum.Enum):
     """Forward the request (it takes effect), then reset instead of relaying the answer."""
     TRUNCATE = "truncate"
     """Forward, relay the headers and half the body, then reset."""
+    HOLD = "hold"
+    """Keep the request until :meth:`FaultProxy.release`, then forward it as it was (a lost
+    race: the test commits a winner while a writer's commit put waits)."""
 
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "expect"}
@@ -68,6 +71,8 @@ class FaultProxy:
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._holding = threading.Event()
+        self._released = threading.Event()
         self.requests: list[tuple[str, str]] = []
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
 
@@ -85,8 +90,19 @@ class FaultProxy:
         contains: str | None = None,
     ) -> None:
         """Break the next ``times`` matching requests (every one when ``times`` is None)."""
+        if fault is Fault.HOLD:
+            self._holding.clear()
+            self._released.clear()
         with self._lock:
             self._rules.append(_Rule(fault, times, method, contains))
+
+    def wait_held(self, timeout_s: float) -> bool:
+        """Wait until a request matching a :attr:`Fault.HOLD` rule arrived; False on timeout."""
+        return self._holding.wait(timeout_s)
+
+    def release(self) -> None:
+        """Forward the held requests (and any later ones a hold rule matches)."""
+        self._released.set()
 
     def reset(self) -> None:
         """Forget every rule and recorded request."""
@@ -107,6 +123,7 @@ class FaultProxy:
             yield self
         finally:
             self._stopping.set()
+            self._released.set()
             self._server.shutdown()
             self._server.server_close()
             thread.join()
@@ -154,6 +171,9 @@ class FaultProxy:
                     raise AssertionError("the proxy does not relay chunked request bodies")
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 fault = proxy._take(self.command, self.path)
+                if fault is Fault.HOLD:
+                    proxy._holding.set()
+                    proxy._released.wait()
                 if fault is Fault.RESET:
                     self._reset()
                 elif fault is Fault.HANG:

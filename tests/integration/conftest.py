@@ -10,8 +10,6 @@ import pytest
 
 from tests.integration.races import RaceTable, local_table, s3_table
 
-_TALLY = pytest.StashKey[Counter[str]]()
-
 
 @pytest.fixture(params=["local", "s3"])
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., RaceTable]:
@@ -27,19 +25,24 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., RaceTa
     )
 
 
-@pytest.fixture
-def interleavings_tally(pytestconfig: pytest.Config) -> Counter[str]:
-    """What the random interleavings did, summed over the session."""
-    return pytestconfig.stash.setdefault(_TALLY, Counter())
+TALLY = "interleavings"
+"""The name of the ``user_properties`` entry a random interleaving records its tally in (the
+reports carry it to the controller under pytest-xdist too)."""
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    """With ``--seeds``, print the tally of the random interleavings."""
-    tally = config.stash.get(_TALLY, None)
-    if config.getoption("seeds") is None or not tally:
+    """With ``--seeds``, print the tally of the random interleavings, summed over the run."""
+    if config.getoption("seeds") is None:
         return
+    tally: Counter[str] = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) == "call":
+                for name, value in report.user_properties:
+                    if name == TALLY:
+                        tally.update(value)
     terminalreporter.section("random interleavings")
     for key, count in sorted(tally.items()):
         terminalreporter.write_line(f"{count:8d}  {key}")

@@ -5,6 +5,7 @@ commits nothing (and the command exits 1)."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,20 @@ import pytest
 
 from rlcd.cli import main as cli
 from rlcd.compaction.delete import delete_where
+from rlcd.delta.actions import CommitInfo
 from rlcd.delta.predicate import PredicateError
 from rlcd.storage import LocalStore, open_store
 from rlcd.storage.metered import MeteredStore
-from tests.integration.races import ROWS, HoldingStore, RaceTable, in_thread, judge, local_table
+from tests.conftest import fixture_table
+from tests.integration.races import (
+    ROWS,
+    HoldingStore,
+    RaceTable,
+    in_thread,
+    judge,
+    last_commit,
+    local_table,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -57,6 +68,26 @@ async def test_partition_only_predicate_reads_no_data_file(tmp_path: Path) -> No
         assert report.files_read == 1 and report.rows == 1
         assert store.requests["local_read"] == 1
     await judge(table, [i for i in ALL if (i // ROWS) % 2 == 0 and i != 1])
+
+
+async def test_commit_records_the_predicate_as_spark_does(tmp_path: Path) -> None:
+    """The DELETE commit's ``operationParameters.predicate`` is a JSON list holding the
+    predicate's text, the shape of Spark's DELETE commits, and delta-rs's history reads it."""
+    spark = json.loads(
+        (fixture_table("basic-dv-no-checkpoint") / "_delta_log" / f"{1:020}.json")
+        .read_text()
+        .splitlines()[0]
+    )["commitInfo"]
+    assert spark["operation"] == "DELETE" and json.loads(spark["operationParameters"]["predicate"])
+    table = local_table(tmp_path / "t")
+    where = "id IN (1, 2) OR (id >= 44 AND id < 46)"
+    async with table.store() as store:
+        await delete_where(store, where)
+    (info, *_) = await last_commit(table)
+    assert isinstance(info, CommitInfo) and info.operation == "DELETE"
+    assert info.extra["operationParameters"] == {"predicate": json.dumps([where])}
+    (latest,) = table.delta().history(1)
+    assert json.loads(latest["operationParameters"]["predicate"]) == [where]
 
 
 async def test_unknown_column_is_a_predicate_error(make: Callable[..., RaceTable]) -> None:

@@ -32,6 +32,7 @@ from rlcd.compaction.compact import compact_table
 from rlcd.compaction.delete import delete_where
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import ConcurrentModificationError
+from tests.integration.conftest import TALLY
 from tests.integration.races import (
     POLICY,
     ROWS,
@@ -172,7 +173,6 @@ async def test_random_interleavings(
     seed: int,
     tmp_path: Path,
     request: pytest.FixtureRequest,
-    interleavings_tally: Counter[str],
 ) -> None:
     """Seeded concurrent operations: no row lost, resurrected or duplicated."""
     if where == "local":
@@ -181,4 +181,4 @@ async def test_random_interleavings(
         endpoint = request.getfixturevalue("moto_endpoint")
         table = s3_table(tmp_path, endpoint, request.getfixturevalue("s3_bucket"), FILES)
     tally = await _run(table, seed)
-    interleavings_tally.update(tally + Counter({f"seeds on {where}": 1}))
+    request.node.user_properties.append((TALLY, dict(tally + Counter({f"seeds on {where}": 1}))))
