@@ -132,7 +132,12 @@ class ConcurrentModificationError(TableError):
 
 
 class ConfigError(RlcdError):
-    """A setting is invalid; the message names the key path."""
+    """A setting is invalid; the message names the key path, and ``table`` when the setting
+    does not fit one table (a ``--where`` column it lacks): then it starts ``table T: ``."""
+
+    def __init__(self, message: str, *, table: str | None = None) -> None:
+        super().__init__(message if table is None else f"table {table}: {message}")
+        self.table = table
 
 
 class InternalError(RlcdError):

@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compact
     from rlcd.compaction.compact import CompactionReport
     from rlcd.delta.actions import Protocol
 
-__all__ = ("main", "exit_code")
+__all__ = ("main", "exit_code", "error_exit_code")
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_TABLE, EXIT_STORAGE = 0, 1, 2, 3, 4
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -80,6 +80,11 @@ def exit_code(report: CompactionReport) -> int:
     if FailureKind.STORAGE in kinds:
         return EXIT_STORAGE
     return EXIT_PROBLEM if kinds else EXIT_OK
+
+
+def error_exit_code(exc: RlcdError) -> int:
+    """The exit code of a command that stopped on ``exc`` (see the module docstring)."""
+    return next(code for kind, code in _EXIT_CODES if isinstance(exc, kind))
 
 
 def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -135,6 +140,11 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         help="run the daemon on moto S3 with three tables and a concurrent writer "
         "(--one-shot: build a local table, compact it once, verify it)",
+        description="Run the daemon on moto's S3 with three generated tables of small files "
+        "while a writer appends and deletes rows, print each table before and after, and "
+        "check every table's rows with deltalake against what the writer left (needs the "
+        "test extra). --one-shot instead builds a local table, compacts it once and "
+        "verifies it.",
     )
     demo.add_argument(
         "--one-shot", action="store_true", help="the local one-shot demo instead of the daemon"
@@ -513,7 +523,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"rlcd: stopped by {name}: {run.abandoned()}", file=sys.stderr)
         return 128 + stop.signum
     except RlcdError as exc:
-        # a table error names its table; storage and configuration errors only the key
-        where = f"{args.table}: " if "table" in args and not isinstance(exc, TableError) else ""
+        # an error that names its table (every TableError, a ConfigError about one table)
+        # gets no second name; storage and other configuration errors name only the key
+        named = getattr(exc, "table", None) is not None
+        where = f"{args.table}: " if "table" in args and not named else ""
         print(f"rlcd: {where}{exc}", file=sys.stderr)
-        return next(code for kind, code in _EXIT_CODES if isinstance(exc, kind))
+        return error_exit_code(exc)

@@ -145,9 +145,15 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
     for c in commits or ():
         outputs_gone = f" ({c.outputs_skipped} {_GONE})" if c.outputs_skipped else ""
         sources_gone = f" ({_GONE})" if c.sources_skipped else ""
+        unchecked = (
+            f", {c.sources_unchecked} not checked (their output is {_GONE})"
+            if c.sources_unchecked
+            else ""
+        )
         out.write(
             f"  version {c.version}: {c.status}: {c.outputs} outputs{outputs_gone}, "
-            f"{c.sources_checked} sources checked, {c.sources_skipped} skipped{sources_gone}\n"
+            f"{c.sources_checked} sources checked, {c.sources_skipped} skipped{sources_gone}"
+            f"{unchecked}\n"
         )
         for note in c.notes:
             out.write(f"    note: {note}\n")

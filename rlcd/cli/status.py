@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import anyio
 import anyio.to_thread
 
+from rlcd.cli.main import error_exit_code
 from rlcd.compaction.compact import plan_table
 from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
 from rlcd.daemon.metrics import Health
@@ -46,28 +47,38 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 async def print_status(args: argparse.Namespace) -> int:
-    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error."""
+    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error.
+
+    Returns the exit code of the worst table that cannot be read (``rlcd status --help``): a
+    storage failure's 4 over an unreadable table's 3; 0 when every table was read.
+    """
     settings = _settings(args)
     errors = await anyio.to_thread.run_sync(_daemon_errors, settings)
+    code = 0
     async with S3Client(settings.s3) as client:
         uris = await _tables(settings, client)
         for uri in uris:
             store: ObjectStore = client.store(uri) if uri.is_s3 else LocalStore(uri.prefix)
-            _print_status(str(uri), await _table_status(settings, uri, store), errors, sys.stdout)
+            status = await _table_status(settings, uri, store)
+            code = max(code, status.get("exit", 0))
+            _print_status(str(uri), status, errors, sys.stdout)
     if errors is None:
         print("daemon: not reachable (no last errors shown)")
-    return 0
+    return code
 
 
 async def _tables(settings: Settings, client: S3Client) -> list[TableUri]:
-    from rlcd.daemon.discover import discover_tables
+    from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
 
     found = {str(t.uri): t.uri for t in settings.tables}
     for d in settings.discover:
         prefix: ObjectStore = (
             client.store(d.prefix) if d.prefix.is_s3 else LocalStore(d.prefix.prefix)
         )
-        for uri in await discover_tables(prefix, d):
+        discovered = await discover_tables(prefix, d)
+        if discovered.empty:
+            print(f"{d.key} {d.prefix}: {EMPTY_PREFIX}", file=sys.stdout)
+        for uri in discovered.tables:
             found.setdefault(str(uri), uri)
     return [found[k] for k in sorted(found)]
 
@@ -81,7 +92,7 @@ async def _table_status(settings: Settings, uri: TableUri, store: ObjectStore) -
         _, bins = plan_table(snapshot, policy.compaction, before_ms=before)
         last = await _last_compaction(store, snapshot.version)
     except RlcdError as exc:
-        return {"error": str(exc)}
+        return {"error": str(exc), "exit": error_exit_code(exc)}
     return {
         "version": snapshot.version,
         "files": len(snapshot.files),

@@ -194,6 +194,7 @@ async def compact_table(
     predicate: tuple[str, ...] = (),
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     on_plan: Callable[[Sequence[Bin]], None] | None = None,
+    on_bin_start: Callable[[Bin], None] | None = None,
     on_bin_done: Callable[[Bin], None] | None = None,
     snapshot: Snapshot | None = None,
     limiter: anyio.CapacityLimiter | None = None,
@@ -213,6 +214,8 @@ async def compact_table(
     shares across all tables: ``limiter`` bounds the bins decoding at once (it replaces
     ``bin_concurrency``), ``memory`` is held by each bin for its whole rewrite (one token per
     bin's bounded memory). Files younger than ``min_file_age_ms`` are left alone.
+    ``on_bin_start`` is called as a bin starts (it holds its memory and its limiter token: it
+    stops waiting on the other bins), ``on_bin_done`` as it ends, committed later or not.
 
     With ``orphan_grace_s``, rlcd's own leftovers older than that are removed first (only
     listed in a dry run), see :mod:`rlcd.compaction.cleanup`: ``rlcd compact`` asks for it; a
@@ -263,7 +266,13 @@ async def compact_table(
         try:
             async with memory if memory is not None else contextlib.nullcontext():
                 rewritten = await rewrite_bin(
-                    store, b, settings, limiter=slots, shares=shares, split=split
+                    store,
+                    b,
+                    settings,
+                    limiter=slots,
+                    shares=shares,
+                    split=split,
+                    on_start=None if on_bin_start is None else lambda: on_bin_start(b),
                 )
             done.append(rewritten)
         except RlcdError as exc:

@@ -233,7 +233,7 @@ def _partition_matcher(
             schema, partition_columns=partition_columns, mode=mode, partition_only=True
         )
     except ConfigError as exc:
-        raise ConfigError(f"table {config.table}: {exc}") from exc
+        raise ConfigError(str(exc), table=config.table) from exc
     except (ValueError, KeyError) as exc:
         raise CorruptLogError(
             f"cannot map partition columns {list(partition_columns)} to the schema: {exc}",

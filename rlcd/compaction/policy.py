@@ -257,5 +257,5 @@ def effective_policy(base: CompactionPolicy, config: TableConfig) -> CompactionP
         return replace(base, target_file_size=target)
     except ConfigError as exc:
         raise ConfigError(
-            f"table {config.table}: with its {TARGET_FILE_SIZE_PROPERTY} = {raw!r}: {exc}"
+            f"with its {TARGET_FILE_SIZE_PROPERTY} = {raw!r}: {exc}", table=config.table
         ) from exc

@@ -603,6 +603,7 @@ async def rewrite_bin(
     limiter: anyio.CapacityLimiter | None = None,
     shares: BinShares | None = None,
     split: bool = True,
+    on_start: Callable[[], None] | None = None,
 ) -> RewrittenBin:
     """Write the bin's live rows, source after source, into one new object.
 
@@ -617,7 +618,7 @@ async def rewrite_bin(
     bin that only has its last row group left to encode lets the next bin start, so the two
     overlap instead of leaving a core idle; each holds at most one row group. ``shares`` is
     the run's :class:`BinShares`; without one a split bin holds at most ``HANDOFF_BYTES``
-    between its stages.
+    between its stages. ``on_start`` is called when the bin starts, holding its token.
 
     Raises:
         CorruptDataError, DeletionVectorError: a source cannot be read; nothing is left behind.
@@ -629,6 +630,8 @@ async def rewrite_bin(
     slot = _Slot(limiter)
     try:
         await slot.acquire()
+        if on_start is not None:
+            on_start()
         return await _rewrite(store, bin, settings, handoff, slot, split)
     except BaseExceptionGroup as group:
         raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)

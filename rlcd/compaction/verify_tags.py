@@ -40,7 +40,9 @@ class CommitCheck:
     """The checks of one tagged commit: counts, and every problem found (none: it verified).
 
     ``outputs_skipped`` and ``sources_skipped`` count what was removed from storage since
-    (vacuumed): history, not a problem. A commit whose files are all gone is skipped.
+    (vacuumed): history, not a problem. ``sources_unchecked`` counts the sources of an output
+    that is gone: nothing is left to compare them with (whether they are on storage is not
+    asked). A commit with nothing left to check is skipped.
     """
 
     version: int
@@ -48,6 +50,7 @@ class CommitCheck:
     outputs_skipped: int = 0
     sources_checked: int = 0
     sources_skipped: int = 0
+    sources_unchecked: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -56,7 +59,7 @@ class CommitCheck:
         """``FAILED`` with problems, ``skipped`` when nothing was left to check, else ``ok``."""
         if self.problems:
             return "FAILED"
-        gone = self.outputs_skipped or self.sources_skipped
+        gone = self.outputs_skipped or self.sources_skipped or self.sources_unchecked
         return "skipped" if gone and not self.sources_checked else "ok"
 
 
@@ -173,7 +176,7 @@ async def _check_output(
             check.problems.append(f"output {output.path} is live in the table but missing")
         else:
             check.outputs_skipped += 1  # compacted again and vacuumed since
-        check.sources_skipped += len(runs)
+        check.sources_unchecked += len(runs)
         return
     try:
         decoded = await anyio.to_thread.run_sync(lambda: DecodedSource(fetched, options, **where))

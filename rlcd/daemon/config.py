@@ -8,7 +8,10 @@ one walker. Everything is checked before the daemon starts, and every error is a
 :class:`ConfigError` that names the file and the key path (``table[2].policy.target_file_size``;
 array indexes count from 0): an unknown key (with the closest known one), a wrong type, an
 impossible value, a key named like a credential (credentials come only from the AWS chain or the
-environment, never from this file, and their values are never echoed).
+environment, never from this file, and their values are never echoed). The walker reports
+every bad key of the file in one error, a line each; the rules across keys (``min_file_size``
+at most half of ``target_file_size``, the shard instance within ``instances``) are checked
+once every key is right.
 
 The file's sections::
 
@@ -579,18 +582,36 @@ _CREDENTIAL_RE: Final = re.compile(r"secret|password|passwd|token|credential|acc
 
 
 class _Reader:
-    """Walks one parsed document; every error names ``source`` and the key path."""
+    """Walks one parsed document; every problem names ``source`` and the key path.
+
+    A key's own problem (unknown, a credential, a wrong type or value, a section of the wrong
+    shape) is noted and the walk goes on, so :meth:`check` reports all of them at once; the
+    rules across keys (:meth:`build`) raise, once every key is right.
+    """
 
     def __init__(self, source: str, base_dir: str) -> None:
         self.source = source
         self.base_dir = base_dir
+        self.problems: list[str] = []
 
     def error(self, path: str, problem: str) -> ConfigError:
         return ConfigError(f"{self.source}: {path}: {problem}")
 
-    def table(self, path: str, value: object) -> dict[str, object]:
+    def note(self, path: str, problem: str) -> None:
+        self.problems.append(f"{self.source}: {path}: {problem}")
+
+    def check(self) -> None:
+        """Raise every problem noted so far, each on its own line, in one ConfigError."""
+        if len(self.problems) == 1:
+            raise ConfigError(self.problems[0])
+        if self.problems:
+            lines = "".join(f"\n  {p}" for p in self.problems)
+            raise ConfigError(f"{self.source}: {len(self.problems)} problems:{lines}")
+
+    def table(self, path: str, value: object) -> dict[str, object] | None:
         if not isinstance(value, dict):
-            raise self.error(path, f"expected a table ([{path}]), {_got(value)}")
+            self.note(path, f"expected a table ([{path}]), {_got(value)}")
+            return None
         return value
 
     def values(
@@ -601,39 +622,41 @@ class _Reader:
         *,
         nested: frozenset[str] = frozenset(),
     ) -> dict[str, object]:
-        """The fields ``raw`` sets, parsed; unknown and credential keys refused."""
+        """The fields ``raw`` sets, parsed; unknown and credential keys noted."""
         by_name = {k.name: k for k in spec}
         out: dict[str, object] = {}
         for name, value in raw.items():
             where = f"{path}.{name}"
-            if name in nested:
+            if name in nested or self.refused(where, name, [*by_name, *nested]):
                 continue
-            self.refuse_unknown(where, name, [*by_name, *nested])
             key = by_name[name]
             try:
                 out[key.attr] = key.parse(value)
             except _Invalid as exc:
-                raise self.error(where, str(exc)) from None
+                self.note(where, str(exc))
         return out
 
-    def refuse_unknown(self, where: str, name: str, known: Sequence[str]) -> None:
+    def refused(self, where: str, name: str, known: Sequence[str]) -> bool:
+        """Whether ``name`` is a credential or not a known key (noted, with the closest)."""
         if _CREDENTIAL_RE.search(name.lower()):
-            raise self.error(
+            self.note(
                 where,
                 "credentials are never read from the config file; rlcd takes them only from "
                 "the AWS credential chain: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / "
                 "AWS_SESSION_TOKEN in the environment (under systemd: /etc/rlcd/rlcd.env), "
                 "a profile from ~/.aws ([s3] profile), or instance and role credentials",
             )
+            return True
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise self.error(where, f"unknown key{hint}; known: {', '.join(sorted(known))}")
+            self.note(where, f"unknown key{hint}; known: {', '.join(sorted(known))}")
+            return True
+        return False
 
     def section(self, doc: dict[str, object], name: str) -> dict[str, object]:
-        if name not in doc:
-            return {}
-        return self.values(name, self.table(name, doc[name]), _SECTIONS[name])
+        raw = self.table(name, doc[name]) if name in doc else None
+        return {} if raw is None else self.values(name, raw, _SECTIONS[name])
 
     def build(self, path: str, make: Callable[..., Any], values: dict[str, object]) -> Any:
         """``make(**values)``, its ConfigError (a cross-field rule) naming ``path``."""
@@ -642,38 +665,43 @@ class _Reader:
         except ConfigError as exc:
             raise self.error(path, str(exc)) from exc
 
-    def uri(self, path: str, raw: dict[str, object], name: str) -> TableUri:
+    def uri(self, path: str, raw: dict[str, object], name: str) -> TableUri | None:
+        """The entry's URI (None: a problem, noted)."""
         where = f"{path}.{name}"
         if name not in raw:
-            raise self.error(where, "missing (every entry needs one)")
+            self.note(where, "missing (every entry needs one)")
+            return None
         text = raw[name]
         if not isinstance(text, str):
-            raise self.error(where, f"expected a URI string, {_got(text)}")
+            self.note(where, f"expected a URI string, {_got(text)}")
+            return None
         if text and "://" not in text and not os.path.isabs(text):
             text = os.path.join(self.base_dir, text)
         try:
             return TableUri.parse(text)
         except ConfigError as exc:
-            raise self.error(where, str(exc)) from exc
+            self.note(where, str(exc))
+            return None
 
     def policy(self, path: str, raw: dict[str, object]) -> Mapping[str, Any]:
-        if "policy" not in raw:
-            return MappingProxyType({})
         where = f"{path}.policy"
-        return MappingProxyType(self.values(where, self.table(where, raw["policy"]), _POLICY))
+        table = self.table(where, raw["policy"]) if "policy" in raw else None
+        return MappingProxyType({} if table is None else self.values(where, table, _POLICY))
 
     def entries(
         self, doc: dict[str, object], name: str
     ) -> list[tuple[str, dict[str, object], dict[str, object]]]:
-        """Each ``[[name]]`` entry: its key path, raw table and parsed values."""
+        """Each ``[[name]]`` entry that is a table: its key path, raw table and parsed values."""
         value = doc.get(name, [])
         if not isinstance(value, list):
-            raise self.error(name, f"expected an array of tables ([[{name}]]), {_got(value)}")
+            self.note(name, f"expected an array of tables ([[{name}]]), {_got(value)}")
+            return []
         out = []
         for i, item in enumerate(value):
             path = f"{name}[{i}]"
             raw = self.table(path, item)
-            out.append((path, raw, self.values(path, raw, _ARRAYS[name], nested=_NESTED)))
+            if raw is not None:
+                out.append((path, raw, self.values(path, raw, _ARRAYS[name], nested=_NESTED)))
         return out
 
 
@@ -694,23 +722,25 @@ def parse_settings(text: str, *, source: str, base_dir: str) -> Settings:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
     reader = _Reader(source, base_dir)
     for name in doc:
-        reader.refuse_unknown(name, name, [*_SECTIONS, *_ARRAYS])
+        reader.refused(name, name, [*_SECTIONS, *_ARRAYS])
+    sections = {name: reader.section(doc, name) for name in _SECTIONS}
+    tables = _table_entries(reader, doc)
+    discover = _discover_values(reader, doc)
+    reader.check()  # every key's own problem at once; the rules across keys need them right
 
-    shard = reader.build("shard", ShardSettings, reader.section(doc, "shard"))
+    shard = reader.build("shard", ShardSettings, sections["shard"])
     settings = Settings(
         source=source,
-        daemon=reader.build("daemon", DaemonSettings, reader.section(doc, "daemon")),
-        s3=reader.build("s3", S3Config, reader.section(doc, "s3")),
-        log=reader.build("log", LogSettings, reader.section(doc, "log")),
+        daemon=reader.build("daemon", DaemonSettings, sections["daemon"]),
+        s3=reader.build("s3", S3Config, sections["s3"]),
+        log=reader.build("log", LogSettings, sections["log"]),
         shard=shard,
         metrics=reader.build(
-            "metrics",
-            MetricsSettings,
-            {**reader.section(doc, "metrics"), "instance": shard.instance},
+            "metrics", MetricsSettings, {**sections["metrics"], "instance": shard.instance}
         ),
-        policy=reader.build("policy", TablePolicy, reader.section(doc, "policy")),
-        tables=tuple(_table_entries(reader, doc)),
-        discover=tuple(_discover_entries(reader, doc)),
+        policy=reader.build("policy", TablePolicy, sections["policy"]),
+        tables=tuple(tables),
+        discover=tuple(reader.build(path, DiscoverEntry, values) for path, values in discover),
     )
     # Resolve every policy the file can produce, so none fails once the daemon runs.
     for d in settings.discover:
@@ -724,20 +754,27 @@ def _table_entries(reader: _Reader, doc: dict[str, object]) -> list[TableEntry]:
     entries: list[TableEntry] = []
     for path, raw, _ in reader.entries(doc, "table"):
         uri = reader.uri(path, raw, "uri")
+        overrides = reader.policy(path, raw)
+        if uri is None:
+            continue
         earlier = next((e.key for e in entries if e.uri == uri), None)
         if earlier is not None:
-            raise reader.error(f"{path}.uri", f"{uri} is already {earlier}")
-        entries.append(TableEntry(uri, reader.policy(path, raw), key=path))
+            reader.note(f"{path}.uri", f"{uri} is already {earlier}")
+        else:
+            entries.append(TableEntry(uri, overrides, key=path))
     return entries
 
 
-def _discover_entries(reader: _Reader, doc: dict[str, object]) -> list[DiscoverEntry]:
-    entries: list[DiscoverEntry] = []
+def _discover_values(
+    reader: _Reader, doc: dict[str, object]
+) -> list[tuple[str, dict[str, object]]]:
+    """Each ``[[discover]]``'s key path and the fields of its :class:`DiscoverEntry`."""
+    out = []
     for path, raw, values in reader.entries(doc, "discover"):
         prefix = reader.uri(path, raw, "prefix")
         values.update(prefix=prefix, overrides=reader.policy(path, raw), key=path)
-        entries.append(reader.build(path, DiscoverEntry, values))
-    return entries
+        out.append((path, values))
+    return out
 
 
 def load_settings(path: str | os.PathLike[str]) -> Settings:

@@ -11,13 +11,14 @@ are not walked. Depth, include and exclude rules are the entry's
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from rlcd.daemon.config import DiscoverEntry
 from rlcd.delta.log_path import LOG_DIR
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.uri import TableUri
 
-__all__ = ("discover_tables", "table_uri", "SKIP_BEFORE_RESTART")
+__all__ = ("Discovered", "discover_tables", "table_uri", "SKIP_BEFORE_RESTART", "EMPTY_PREFIX")
 
 SKIP_BEFORE_RESTART = 1000
 """Keys of one table passed over in the running listing before restarting it past the table
@@ -25,6 +26,19 @@ SKIP_BEFORE_RESTART = 1000
 
 _PAST = "\U0010ffff"
 """Sorts after any character a key holds: ``start_after=f"{table}/{_PAST}"`` skips the table."""
+
+
+EMPTY_PREFIX = "nothing is there: the prefix does not exist (a typo?) or is empty"
+"""What is said of a prefix that holds no object at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """The tables found under a prefix, sorted; ``empty``: the prefix holds no object at all
+    (a local directory that does not exist, an S3 prefix with no objects)."""
+
+    tables: tuple[TableUri, ...]
+    empty: bool
 
 
 def table_uri(prefix: TableUri, relative: str) -> TableUri:
@@ -35,9 +49,8 @@ def table_uri(prefix: TableUri, relative: str) -> TableUri:
     return TableUri("file", "", os.path.join(prefix.prefix, *relative.split("/")))
 
 
-async def discover_tables(store: ObjectStore, entry: DiscoverEntry) -> list[TableUri]:
-    """Every table below the root of ``store`` (rooted at ``entry.prefix``) the entry takes,
-    sorted.
+async def discover_tables(store: ObjectStore, entry: DiscoverEntry) -> Discovered:
+    """Every table below the root of ``store`` (rooted at ``entry.prefix``) the entry takes.
 
     Raises:
         StorageError: the listing failed.
@@ -45,11 +58,13 @@ async def discover_tables(store: ObjectStore, entry: DiscoverEntry) -> list[Tabl
     found: list[TableUri] = []
     marker = f"/{LOG_DIR}/"
     start: str | None = None
+    empty = True
     while True:
         table: str | None = None  # the table whose keys are being passed over
         skipped = 0
         restart = None
         async for meta in store.list("", start_after=start):
+            empty = False
             key = f"/{meta.key}"
             if table and key.startswith(f"/{table}/"):
                 skipped += 1
@@ -64,5 +79,5 @@ async def discover_tables(store: ObjectStore, entry: DiscoverEntry) -> list[Tabl
             if table and entry.accepts(table):
                 found.append(table_uri(entry.prefix, table))
         if restart is None:
-            return sorted(set(found), key=str)
+            return Discovered(tuple(sorted(set(found), key=str)), empty)
         start = restart

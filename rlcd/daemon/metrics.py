@@ -204,7 +204,8 @@ class Metrics:
             self.last_compaction.labels(table).set(now_s)
 
     def observe_bin(self, seconds: float) -> None:
-        """One bin ended (committed, aborted or failed) after ``seconds``."""
+        """One bin ended (committed, aborted or failed) ``seconds`` after it started (not
+        after its run started: with bins waiting their turn, that would add their wait)."""
         self.bin_duration.observe(seconds)
 
     def set_backlog(

@@ -39,7 +39,7 @@ from rlcd.compaction.compact import CompactionReport, compact_table, plan_table
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import HANDOFF_BYTES, ROW_GROUP_BYTES
 from rlcd.daemon.config import DiscoverEntry, Settings, TablePolicy
-from rlcd.daemon.discover import discover_tables
+from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
 from rlcd.daemon.metrics import Health, Metrics, TableHealth
 from rlcd.daemon.schedule import Backlog, Backoff, RunOutcome, Schedule, Trigger
 from rlcd.daemon.watch import TableWatch
@@ -170,6 +170,7 @@ class Supervisor:
         self._schedule = Schedule(backoff=Backoff(cap_s=600.0), max_wait_s=600.0)
         self._tables: dict[str, _Table] = {}
         self._discovered: dict[str, tuple[float, tuple[TableUri, ...]]] = {}
+        self._empty_prefixes: set[str] = set()  # warned of; again once they hold objects
         self._running: set[str] = set()
         self._stopping = False
         self._started = False
@@ -190,6 +191,7 @@ class Supervisor:
         self.settings = settings
         self._limits.resize(settings)
         self._discovered.clear()
+        self._empty_prefixes.clear()
         self._poll_now = True
         self._wake.set()
 
@@ -326,10 +328,22 @@ class Supervisor:
             return cached[1]
         previous = cached[1] if cached is not None else ()
         try:
-            found = tuple(await discover_tables(self._store_for(entry.prefix), entry))
+            discovered = await discover_tables(self._store_for(entry.prefix), entry)
         except Exception as exc:  # a listing failure keeps what was found before
             log.warning("discovery_failed", prefix=str(entry.prefix), error=str(exc))
             found = previous
+        else:
+            found = discovered.tables
+            if not discovered.empty:
+                self._empty_prefixes.discard(key)
+            elif key not in self._empty_prefixes:  # once, not every interval
+                self._empty_prefixes.add(key)
+                log.warning(
+                    "discover_prefix_empty",
+                    discover=entry.key,
+                    prefix=str(entry.prefix),
+                    error=EMPTY_PREFIX,
+                )
         self._discovered[key] = (now + entry.interval_s, found)
         return found
 
@@ -419,10 +433,15 @@ class Supervisor:
             self._work.start_soon(self._compact, t)
 
     async def _compact(self, t: _Table) -> None:
-        begun = self._clock()
+        started: dict[str, float] = {}  # a bin's start, not the run's: bins wait their turn
 
-        def bin_done(_: Bin) -> None:
-            self.metrics.observe_bin(self._clock() - begun)
+        def bin_started(b: Bin) -> None:
+            started[b.bin_id] = self._clock()
+
+        def bin_done(b: Bin) -> None:
+            begun = started.pop(b.bin_id, None)
+            if begun is not None:  # a bin that failed before it started took no time
+                self.metrics.observe_bin(self._clock() - begun)
 
         try:
             report = await compact_table(
@@ -433,6 +452,7 @@ class Supervisor:
                 memory=self._limits.memory,
                 min_file_age_ms=int(t.policy.min_file_age_s * 1000),
                 now_ms=self._wall_ms,
+                on_bin_start=bin_started,
                 on_bin_done=bin_done,
                 orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
             )

@@ -25,7 +25,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
-from functools import partial
+from functools import cache, partial
 from typing import Any, Self, TypeVar, cast
 
 import aiohttp
@@ -42,6 +42,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
     SSLError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.loaders import Loader, create_loader  # type: ignore[import-untyped]
 
 from rlcd.errors import (
     ConfigError,
@@ -109,6 +110,16 @@ _TRANSIENT_EXCEPTIONS = (
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+@cache
+def _loader(data_path: str | None) -> Loader:
+    """botocore's data loader for ``data_path`` (the session's ``AWS_DATA_PATH``), one per
+    process: it parses the S3 service model and endpoint rules once and caches them, where
+    each new session would parse them again (most of the quarter second a client takes to
+    create). It holds only that data, no credentials or connections, so clients of any config
+    and event loop can share it."""
+    return create_loader(data_path)
+
+
 class S3Client:
     """One aiobotocore client (connection pool, credential cache) shared by many stores.
 
@@ -127,6 +138,9 @@ class S3Client:
             raise InternalError("an S3Client is opened once")
         try:
             session = AioSession(profile=self.config.profile)
+            session.register_component(
+                "data_loader", _loader(session.get_config_variable("data_path"))
+            )
             self._api = await self._stack.enter_async_context(
                 session.create_client("s3", **_client_args(self.config))
             )

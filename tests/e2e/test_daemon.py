@@ -345,7 +345,7 @@ min_file_age = "0s"
 
 
 def test_config_check_run_once_and_status_on_local_tables(tmp_path: Path) -> None:
-    """config check prints the effective policies (exit 0) or names the bad key (exit 2);
+    """config check prints the effective policies (exit 0) or names every bad key (exit 2);
     run --once compacts the due tables and exits 0; status shows each table's version, files,
     backlog and the compaction rlcd committed."""
     for name in ("a", "b"):
@@ -355,9 +355,11 @@ def test_config_check_run_once_and_status_on_local_tables(tmp_path: Path) -> Non
     check = rlcd_cli("config", "check", "rlcd.toml", cwd=tmp_path)
     assert check.returncode == 0, check.stderr
     assert "due at 2 small files in a partition" in check.stdout
-    (tmp_path / "bad.toml").write_text(LOCAL_CONFIG.replace("min_small_files = 2", "min_small = 2"))
+    bad_text = LOCAL_CONFIG.replace("min_small_files = 2", "min_small = 2")
+    (tmp_path / "bad.toml").write_text(bad_text.replace('min_interval = "0s"', "min_interval = -1"))
     bad = rlcd_cli("config", "check", "bad.toml", cwd=tmp_path)
     assert bad.returncode == 2 and "discover[0].policy.min_small" in bad.stderr
+    assert "bad.toml: discover[0].policy.min_interval: must be a duration >= 0" in bad.stderr
     before = rlcd_cli("status", "--config", "rlcd.toml", cwd=tmp_path)
     assert before.returncode == 0, before.stderr
     assert "version 2, 3 files, 3 to compact" in before.stdout

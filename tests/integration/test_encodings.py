@@ -18,7 +18,7 @@ from tests.integration.tables import append, delta_rs_rows, kernel_rows
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
-FILES, ROWS = 4, 20_000
+FILES, ROWS = 4, 5_000  # 20,000 rows: more than one sample (16 blocks of 1024 rows) holds
 
 
 def mixed_file(f: int) -> pa.Table:

@@ -1,5 +1,5 @@
 """The supervisor in process on local tables: a failing table is reported and backs off
-without stopping the others; a run honours the shared limits."""
+without stopping the others; a run honours the shared limits; a bin's duration is its own."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from rlcd.daemon.config import parse_settings
 from rlcd.daemon.supervise import Limits, Supervisor
 from rlcd.storage import LocalStore
 from rlcd.storage.uri import TableUri
-from tests.integration.tables import append, batch, delta_rs_rows, live_files
+from tests.integration.tables import append, batch, delta_rs_rows, live_files, partitioned
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -117,3 +117,40 @@ async def _until(check: Callable[[], bool]) -> None:
         if check():
             return
         await anyio.sleep(0.05)
+
+
+class _ReadsTakeTime(LocalStore):
+    """A local store whose every data-file read moves ``clock`` on by ten seconds (and read
+    through :meth:`get`, not in place, so each read is seen)."""
+
+    def __init__(self, root: str, clock: list[float]) -> None:
+        super().__init__(root)
+        self._clock = clock
+
+    def local_files(self) -> None:
+        return None
+
+    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+        if key.endswith(".parquet"):
+            self._clock[0] += 10.0
+        return await super().get(key, start=start, end=end)
+
+
+async def test_a_bins_duration_runs_from_its_own_start(tmp_path: Path) -> None:
+    """With one bin in flight at a time, each of two bins reading four files observes its own
+    40 clock seconds: the second's wait for the first is not counted in its duration."""
+    partitioned(tmp_path / "tables" / "t")  # two partitions of four small files: two bins
+    text = CONFIG.replace("[daemon]\n", "[daemon]\nbins_in_flight = 1\n")
+    settings = parse_settings(text, source="test.toml", base_dir=str(tmp_path))
+    now = [0.0]
+    supervisor = Supervisor(
+        settings,
+        store_for=lambda uri: _ReadsTakeTime(uri.prefix, now),
+        limits=Limits.of(settings),
+        clock=lambda: now[0],
+    )
+    await supervisor.run(once=True)
+    assert live_files(tmp_path / "tables" / "t") == 2
+    registry = supervisor.metrics.registry
+    assert registry.get_sample_value("rlcd_bin_duration_seconds_count") == 2
+    assert registry.get_sample_value("rlcd_bin_duration_seconds_sum") == 80.0

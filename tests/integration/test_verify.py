@@ -8,6 +8,7 @@ or by rewriting one log entry. Each case runs on a local table, the main ones al
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -19,6 +20,7 @@ import deltalake
 import pytest
 from pyroaring import BitMap64
 
+from rlcd.cli.report import print_verify
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
@@ -352,8 +354,41 @@ async def test_an_output_compacted_again_and_vacuumed_is_skipped(tmp_path: Path)
     assert report.files is not None and report.files.files == 1
     assert report.commits is not None
     old, new = report.commits
-    assert (old.status, old.outputs_skipped, old.sources_skipped) == ("skipped", 1, 4)
+    assert (old.status, old.outputs_skipped, old.sources_unchecked) == ("skipped", 1, 4)
     assert (new.status, new.sources_checked, new.sources_skipped) == ("skipped", 0, 4)
+
+
+async def test_an_old_output_gone_alone_is_what_verify_says_is_gone(tmp_path: Path) -> None:
+    """When only an old compaction's output is gone from storage (its sources are there), the
+    report says the output is gone and its sources were not checked for want of it, never
+    that the sources are gone."""
+    for i in range(4):
+        append(tmp_path, batch(i * 10, 10))
+    async with LocalStore(tmp_path) as store:
+        first = await compact_table(store, POLICY)
+        for i in range(3):
+            append(tmp_path, batch(1000 + i * 10, 10))
+        assert (await compact_table(store, POLICY)).files_removed == 4
+        (output,) = [b.path for b in first.committed]
+        assert output is not None
+        (tmp_path / output).unlink()  # a partial clean-up removed it, and nothing else
+        report = await verify_table(store)
+    assert report.ok, report
+    assert report.commits is not None
+    old = report.commits[0]
+    assert (old.status, old.outputs_skipped, old.sources_skipped, old.sources_unchecked) == (
+        "skipped",
+        1,
+        0,
+        4,
+    )
+    out = io.StringIO()
+    print_verify(report, out)
+    line = next(x for x in out.getvalue().splitlines() if x.startswith(f"  version {old.version}:"))
+    assert line == (
+        f"  version {old.version}: skipped: 1 outputs (1 gone from storage), 0 sources checked, "
+        "0 skipped, 4 not checked (their output is gone from storage)"
+    )
 
 
 async def test_an_absolute_path_dv_is_checked_like_a_relative_one(tmp_path: Path) -> None:

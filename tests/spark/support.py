@@ -61,6 +61,17 @@ def rows(spark: Any, path: Path, version: int | None = None) -> SparkRows:
     return frame_rows(read(spark, path, version))
 
 
+def rows_both_readers(spark: Any, path: Path, version: int | None = None) -> SparkRows:
+    """The rows Spark's vectorized Parquet reader reads, once asserted equal to parquet-mr's."""
+    vectorized = rows(spark, path, version)
+    spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
+    try:
+        assert rows(spark, path, version) == vectorized, "parquet-mr reads other rows"
+    finally:
+        spark.conf.unset("spark.sql.parquet.enableVectorizedReader")
+    return vectorized
+
+
 def frame_rows(frame: Any) -> SparkRows:
     """The multiset of a DataFrame's rows."""
     return collections.Counter(repr(_hashable(r)) for r in frame.toArrow().to_pylist())

@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.spark.support import SparkRows, compact, latest_version, log_actions, rows, verify
+from tests.spark.support import (
+    SparkRows,
+    compact,
+    latest_version,
+    log_actions,
+    rows,
+    rows_both_readers,
+    verify,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -190,10 +198,5 @@ def test_stats_equal_sparks_optimize(compacted: Compacted) -> None:
 def test_spark_reads_the_same_rows(spark: Any, compacted: Compacted) -> None:
     """Spark reads exactly the rows it read before, with the vectorized and the parquet-mr
     reader, and time travel to the version before rlcd's commit still works."""
-    assert rows(spark, compacted.rlcd) == compacted.rows
-    spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
-    try:
-        assert rows(spark, compacted.rlcd) == compacted.rows
-    finally:
-        spark.conf.unset("spark.sql.parquet.enableVectorizedReader")
+    assert rows_both_readers(spark, compacted.rlcd) == compacted.rows
     assert rows(spark, compacted.rlcd, compacted.version) == compacted.rows

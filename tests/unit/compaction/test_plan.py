@@ -490,39 +490,60 @@ def test_bin_checks_its_invariants() -> None:
 # --- properties ----------------------------------------------------------------------------------
 
 
-@st.composite
-def files_strategy(draw: st.DrawFn) -> list[AddFile]:
-    """Random files over a few raw partition values, with and without stats and DVs."""
-    files = []
-    for i in range(draw(st.integers(0, 25))):
-        records = draw(st.none() | st.integers(0, 40))
-        deleted = draw(st.integers(0, records if records is not None else 5))
-        files.append(
-            add(
-                f"f{i}",
-                draw(st.integers(0, 250)),
-                draw(st.sampled_from(["a", "b", "1", "01", None, ""])),
-                records=records,
-                deleted=deleted,
-                dv_id=f"dv{i}",
-                clustered=draw(st.integers(0, 9)) == 0,
-            )
+_FILE = st.tuples(
+    st.integers(0, 250),  # size
+    st.sampled_from(["a", "b", "1", "01", None, ""]),  # raw partition value
+    st.none() | st.integers(0, 40),  # stats numRecords
+    st.integers(0, 40),  # DV cardinality, scaled into [0, numRecords] ([0, 5] without stats)
+    st.integers(0, 9),  # clustered when 0
+)
+"""One file's fields. Built once: strategies made inside the draw would be validated again
+for every file of every example (most of these properties' time)."""
+
+
+def _files(fields: list[tuple[int, str | None, int | None, int, int]]) -> list[AddFile]:
+    return [
+        add(
+            f"f{i}",
+            size,
+            p,
+            records=records,
+            deleted=deleted * records // 40 if records is not None else deleted % 6,
+            dv_id=f"dv{i}",
+            clustered=clustered == 0,
         )
-    return files
+        for i, (size, p, records, deleted, clustered) in enumerate(fields)
+    ]
+
+
+def files_strategy() -> st.SearchStrategy[list[AddFile]]:
+    """Random files over a few raw partition values, with and without stats and DVs."""
+    return st.lists(_FILE, max_size=25).map(_files)
 
 
 FILTERS = (None, Predicate.parse("p IN ('a', '01')"), Predicate.parse("p IS NOT NULL"))
 
 
-@st.composite
-def policies(draw: st.DrawFn) -> CompactionPolicy:
-    target = draw(st.integers(1, 300))
+_POLICY = st.tuples(
+    st.integers(1, 300),  # target
+    st.none() | st.integers(0, 150),  # min size, at most half the target
+    st.sampled_from([0.0, 0.05, 0.3, 1.0]),
+    st.sampled_from(FILTERS),
+)
+
+
+def _policy(fields: tuple[int, int | None, float, Predicate | None]) -> CompactionPolicy:
+    target, min_size, ratio, where = fields
     return CompactionPolicy(
         target_file_size=target,
-        min_file_size=draw(st.none() | st.integers(0, target // 2)),
-        max_deleted_rows_ratio=draw(st.sampled_from([0.0, 0.05, 0.3, 1.0])),
-        partition_filter=draw(st.sampled_from(FILTERS)),
+        min_file_size=None if min_size is None else min(min_size, target // 2),
+        max_deleted_rows_ratio=ratio,
+        partition_filter=where,
     )
+
+
+def policies() -> st.SearchStrategy[CompactionPolicy]:
+    return _POLICY.map(_policy)
 
 
 def is_purge_candidate(f: AddFile, policy: CompactionPolicy) -> bool:

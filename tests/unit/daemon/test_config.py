@@ -288,6 +288,42 @@ def test_each_error_names_the_file_and_key_path(toml: str, path: str, phrase: st
     assert phrase in message
 
 
+def test_every_bad_key_is_reported_at_once() -> None:
+    """A file with several bad keys fails with one error listing each, with file and key path."""
+    message = error(
+        "[daemon]\npoll_intervall = 5\nbins_in_flight = 0\n"
+        '[log]\nformat = "text"\n'
+        '[[table]]\nuri = "s3://b/t"\npolicy = { codec = "lz4", target = 1 }\n'
+        "[[table]]\nuri = 1\n"
+        '[[discover]]\nprefix = "s3://b"\nmax_depth = 0\n'
+    )
+    lines = message.splitlines()
+    assert lines[0] == "/etc/rlcd/rlcd.toml: 7 problems:"
+    paths = [line.split(": ")[1] for line in lines[1:]]
+    assert paths == [
+        "daemon.poll_intervall",
+        "daemon.bins_in_flight",
+        "log.format",
+        "table[0].policy.codec",
+        "table[0].policy.target",
+        "table[1].uri",
+        "discover[0].max_depth",
+    ]
+    assert all(line.startswith("  /etc/rlcd/rlcd.toml: ") for line in lines[1:])
+    assert "did you mean poll_interval?" in lines[1] and ">= 1" in lines[2]
+
+
+def test_rules_across_keys_wait_for_every_key_to_be_right() -> None:
+    """A rule across keys is not judged on a file whose keys are wrong (it would be judged on
+    defaults); it is reported once they are right."""
+    text = '[policy]\ntarget_file_size = "10MiB"\nmin_file_size = "6MiB"\n'
+    assert error(text + "codec = 'lz4'") == (
+        "/etc/rlcd/rlcd.toml: policy.codec: must be one of gzip, none, snappy, zstd, "
+        "got 'lz4' (a string)"
+    )
+    assert "at most half of target_file_size" in error(text)
+
+
 @pytest.mark.parametrize(
     ("toml", "path"),
     [

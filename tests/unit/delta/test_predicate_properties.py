@@ -3,6 +3,7 @@ file with a matching row, and partition values agree with the row evaluator."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -201,13 +202,33 @@ PARTITION_SCHEMA = schema_of(COLUMNS)
 PARTITION_ARROW = to_arrow_schema(PARTITION_SCHEMA, mode=NONE)
 
 # --- random tables and predicates ---------------------------------------------------------------
+# The strategies that do not depend on drawn data are made once: a strategy made inside a draw
+# is validated again on every use, which was most of these properties' time.
+
+NOT = st.sampled_from(["", "NOT "])
+KINDS = st.sampled_from(["compare", "compare", "in", "null"])
+OPS = st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">="])
+IN_SIZES = st.integers(1, 3)
+CONNECTIVES = st.sampled_from(["AND", "OR", "NOT"])
+LEAF = st.integers(0, 2)  # 0: stop nesting here
+NULL_RAWS = st.sampled_from([None, ""])
+
+
+@functools.cache
+def cells(column: Column, rows: int) -> st.SearchStrategy[list[Any]]:
+    """``rows`` values of the column, nulls among them."""
+    return st.lists(st.none() | column.values, min_size=rows, max_size=rows)
+
+
+@functools.cache
+def literal_values(column: Column) -> st.SearchStrategy[Any]:
+    """The column's values that may be written as a literal."""
+    return column.values.filter(column.literal_ok)
 
 
 @st.composite
 def columns_of(draw: st.DrawFn, columns: Sequence[Column], rows: int) -> dict[str, list[Any]]:
-    return {
-        c.name: draw(st.lists(st.none() | c.values, min_size=rows, max_size=rows)) for c in columns
-    }
+    return {c.name: draw(cells(c, rows)) for c in columns}
 
 
 @st.composite
@@ -216,22 +237,21 @@ def simple_tests(draw: st.DrawFn, columns: Sequence[Column], data: dict[str, lis
     taken from the column's own values (the boundaries that matter)."""
     column = draw(st.sampled_from(columns))
     if not column.comparable:
-        return f"{column.name} IS {draw(st.sampled_from(['', 'NOT ']))}NULL"
+        return f"{column.name} IS {draw(NOT)}NULL"
     seen = [v for v in data.get(column.name, []) if v is not None and column.literal_ok(v)]
-    pool = column.values.filter(column.literal_ok)
+    pool = literal_values(column)
     values = (st.sampled_from(seen) | pool) if seen else pool
 
     def literal() -> str:
-        return draw(values.flatmap(column.literals))
+        return draw(column.literals(draw(values)))
 
-    kind = draw(st.sampled_from(["compare", "compare", "in", "null"]))
+    kind = draw(KINDS)
     if kind == "null":
-        return f"{column.name} IS {draw(st.sampled_from(['', 'NOT ']))}NULL"
+        return f"{column.name} IS {draw(NOT)}NULL"
     if kind == "in":
-        items = ", ".join(literal() for _ in range(draw(st.integers(1, 3))))
-        return f"{column.name} {draw(st.sampled_from(['', 'NOT ']))}IN ({items})"
-    op = draw(st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">="]))
-    return f"{column.name} {op} {literal()}"
+        items = ", ".join(literal() for _ in range(draw(IN_SIZES)))
+        return f"{column.name} {draw(NOT)}IN ({items})"
+    return f"{column.name} {draw(OPS)} {literal()}"
 
 
 @st.composite
@@ -239,10 +259,10 @@ def predicates(
     draw: st.DrawFn, columns: Sequence[Column], data: dict[str, list[Any]], depth: int = 3
 ) -> str:
     """A random predicate text over ``columns`` with AND, OR, NOT and parentheses."""
-    if depth == 0 or draw(st.integers(0, 2)) == 0:
+    if depth == 0 or draw(LEAF) == 0:
         return draw(simple_tests(columns, data))
     left = draw(predicates(columns, data, depth - 1))
-    match draw(st.sampled_from(["AND", "OR", "NOT"])):
+    match draw(CONNECTIVES):
         case "NOT":
             return f"NOT ({left})"
         case connective:
@@ -331,7 +351,7 @@ def test_partition_values_agree_with_the_rows(data: st.DataObject) -> None:
     mask = bound.row_mask(table).to_pylist()
     for i in range(rows):
         raw = {
-            name: data.draw(st.sampled_from([None, ""]))
+            name: data.draw(NULL_RAWS)
             if values[i] is None
             else data.draw(BY_NAME[name].raws(values[i]))
             for name, values in columns.items()

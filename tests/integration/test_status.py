@@ -1,0 +1,106 @@
+"""``rlcd status`` in process on local tables: its exit code when a table cannot be read, a
+discover prefix that holds nothing, and the last errors it takes from a running daemon's
+``/healthz``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import anyio
+import pytest
+
+from rlcd.cli.status import print_status
+from rlcd.daemon.config import load_settings
+from rlcd.daemon.metrics import Health, Metrics, TableHealth, serve_metrics
+from tests.integration.tables import append, batch
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+def _config(tmp_path: Path, listen: str, *names: str) -> Path:
+    """A config naming the tables ``names`` (two small files each) beside it."""
+    for name in names:
+        for i in range(2):
+            append(tmp_path / name, batch(i * 10, 10))
+    tables = "".join(f'[[table]]\nuri = "{name}"\n' for name in names)
+    path = tmp_path / "rlcd.toml"
+    path.write_text(f'[metrics]\nlisten = "{listen}"\n{tables}')
+    return path
+
+
+async def _status(config: Path) -> int:
+    return await print_status(argparse.Namespace(config=str(config), instance=None))
+
+
+def _blocks(out: str) -> dict[str, list[str]]:
+    """Each table's lines of the status output, by its first line (the table's URI)."""
+    blocks: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if not line.startswith("  "):
+            blocks[line] = current = []
+        else:
+            current.append(line.strip())
+    return blocks
+
+
+async def test_a_table_that_cannot_be_read_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A corrupt log makes status exit 3 (the CLI's "table cannot be read"), after it has
+    still shown every table, the readable one too."""
+    config = _config(tmp_path, "", "good", "broken")
+    (tmp_path / "broken" / "_delta_log" / f"{1:020d}.json").write_text("{not json\n")
+    assert await _status(config) == 3
+    blocks = _blocks(capsys.readouterr().out)
+    good, broken = (str(t.uri) for t in load_settings(config).tables)
+    assert blocks[good][0].startswith("version 1, 2 files")
+    assert (
+        blocks[broken][0].startswith("cannot read: ")
+        and "00000000000000000001.json" in (blocks[broken][0])
+    )
+
+
+async def test_every_table_read_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With every table read, status exits 0, even with the daemon not reachable."""
+    assert await _status(_config(tmp_path, "", "good")) == 0
+    assert "daemon: not reachable" in capsys.readouterr().out
+
+
+async def test_a_discover_prefix_that_holds_nothing_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A [[discover]] prefix with nothing under it gets a line naming it (a typo finds no
+    table, silently otherwise); it is no error."""
+    config = _config(tmp_path, "", "good")
+    config.write_text(config.read_text() + '[[discover]]\nprefix = "tabels"\n')
+    assert await _status(config) == 0
+    prefix = load_settings(config).discover[0].prefix
+    assert f"discover[0] {prefix}: nothing is there: the prefix does not exist" in (
+        capsys.readouterr().out
+    )
+
+
+async def test_the_last_error_comes_from_the_running_daemon(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each table's line shows the last error the daemon's /healthz reports for it ("none"
+    for a table without one)."""
+    async with anyio.create_task_group() as tg:
+        health = Health("ok", {})
+        _, port = await tg.start(serve_metrics, Metrics(), lambda: health, ("127.0.0.1", 0))
+        config = _config(tmp_path, f"127.0.0.1:{port}", "failing", "fine")
+        failing, fine = (str(t.uri) for t in load_settings(config).tables)
+        health = Health(
+            "ok",
+            {
+                failing: TableHealth(version=2, last_error="access denied", last_error_time=5),
+                fine: TableHealth(version=2),
+            },
+        )
+        assert await _status(config) == 0
+        tg.cancel_scope.cancel()
+    blocks = _blocks(capsys.readouterr().out)
+    assert blocks[failing][-1] == "last error: access denied"
+    assert blocks[fine][-1] == "last error: none"
+    assert set(blocks) == {failing, fine}
