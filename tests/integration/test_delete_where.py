@@ -1,30 +1,24 @@
 """``delete_where`` (``rlcd delete``): the rows a predicate matches, and only those, are
-deleted through DVs; partition-only predicates read no data file; a lost race it cannot rebase
-commits nothing (and the command exits 1)."""
+deleted through DVs; partition-only predicates read no data file; the commit records the
+predicate. (``rlcd delete`` losing races as a subprocess: ``tests/e2e/test_delete_races.py``.)"""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
-from rlcd.cli import main as cli
 from rlcd.compaction.delete import delete_where
 from rlcd.delta.actions import CommitInfo
 from rlcd.delta.predicate import PredicateError
-from rlcd.storage import LocalStore, open_store
+from rlcd.storage import LocalStore
 from rlcd.storage.metered import MeteredStore
 from tests.conftest import fixture_table
 from tests.integration.races import (
     ROWS,
-    HoldingStore,
     RaceTable,
-    in_thread,
     judge,
     last_commit,
     local_table,
@@ -97,31 +91,3 @@ async def test_unknown_column_is_a_predicate_error(make: Callable[..., RaceTable
         with pytest.raises(PredicateError, match="nope"):
             await delete_where(store, "nope = 1")
     await judge(table, ALL)
-
-
-REWRITES: dict[str, Callable[[Any], object]] = {
-    "untagged compaction": lambda dt: dt.optimize.compact(),
-    "copy-on-write delete": lambda dt: dt.delete("id = 15"),
-}
-
-
-@pytest.mark.parametrize("rewrite", sorted(REWRITES))
-def test_cli_delete_losing_to_an_untagged_rewrite_exits_1(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rewrite: str
-) -> None:
-    """``rlcd delete`` whose put is held until delta-rs rewrote its file (no tags) exits 1
-    with nothing of its own committed."""
-    table = local_table(tmp_path / "t")
-
-    async def winner() -> None:
-        await in_thread(REWRITES[rewrite], table)
-
-    @contextlib.asynccontextmanager
-    async def holding(uri: str, **kw: Any) -> AsyncIterator[Any]:
-        async with open_store(uri, **kw) as inner:
-            yield HoldingStore(inner, [winner])
-
-    monkeypatch.setattr("rlcd.cli.main.open_store", holding)
-    code = cli.main(["delete", table.uri, "--where", "id = 3"])
-    assert code == cli.EXIT_PROBLEM
-    anyio.run(judge, table, [i for i in ALL if rewrite == "untagged compaction" or i != 15])
