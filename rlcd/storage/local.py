@@ -42,7 +42,7 @@ from rlcd.storage.base import (
     PutResult,
     Written,
 )
-from rlcd.storage.multipart import MultipartWriter
+from rlcd.storage.multipart import MultipartWriter, Pieces
 from rlcd.storage.uri import TableUri
 
 __all__ = ("LocalStore", "LocalFileWriter", "TEMP_SUFFIX", "is_temp_name", "temp_target")
@@ -237,20 +237,20 @@ class _LocalParts:
     def __init__(self, store: LocalStore) -> None:
         self._store = store
 
-    async def put_whole(self, key: str, data: bytes) -> ObjectMeta:
-        return await self._store.put(key, data)
+    async def put_whole(self, key: str, data: Pieces) -> ObjectMeta:
+        return await self._store.put(key, b"".join(data))  # less than one part
 
     async def start_upload(self, key: str) -> str:
         path = self._store._path("write", key)
         with _errors("write", key):
             return await self._store._run(lambda: _write_temp(path, b""))
 
-    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+    async def upload_part(self, key: str, upload_id: str, number: int, data: Pieces) -> str:
         self._store._check_open("write", key)
 
         def append() -> str:
             with _errors("write", key), open(upload_id, "ab") as f:
-                f.write(data)
+                f.writelines(data)
             return str(number)
 
         return await self._store._run(append)

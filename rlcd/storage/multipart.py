@@ -4,6 +4,8 @@ Rules it keeps, whatever the backend:
 
 - memory is bounded: at most one part is buffered; a part goes out as soon as it is full, and
   ``write`` waits for it (backpressure instead of a queue);
+- bytes are never copied: a part is handed to the sink as the pieces that were written (a sink
+  sends or writes them one after the other), so a part is in memory once, not joined again;
 - every part but the last is exactly ``part_size`` bytes (S3 wants at least 5 MiB);
 - an object smaller than one part is sent whole at ``complete``, never as a multipart upload;
 - any failure aborts the upload before the error propagates, under a shielded deadline so that
@@ -21,7 +23,11 @@ import structlog
 from rlcd.errors import StorageError
 from rlcd.storage.base import MIN_PART_SIZE, ObjectMeta
 
-__all__ = ("PartSink", "MultipartWriter", "ABORT_TIMEOUT_S")
+__all__ = ("PartSink", "MultipartWriter", "Pieces", "ABORT_TIMEOUT_S")
+
+Pieces = tuple[bytes | memoryview, ...]
+"""The bytes of one part or object, in order, as they were written (views of immutable
+``bytes``): the sink reads them and keeps none."""
 
 ABORT_TIMEOUT_S = 60.0
 """How long a cleanup abort may take once the writer failed or was cancelled."""
@@ -32,7 +38,7 @@ _log = structlog.get_logger(__name__)
 class PartSink(Protocol):
     """The backend calls a writer makes. Each call retries on its own."""
 
-    async def put_whole(self, key: str, data: bytes) -> ObjectMeta:
+    async def put_whole(self, key: str, data: Pieces) -> ObjectMeta:
         """Store a small object in one request."""
         ...
 
@@ -40,7 +46,7 @@ class PartSink(Protocol):
         """Begin a multipart upload; returns its id."""
         ...
 
-    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+    async def upload_part(self, key: str, upload_id: str, number: int, data: Pieces) -> str:
         """Store part ``number`` (1-based, sent in order); returns its tag (S3: the ETag)."""
         ...
 
@@ -66,8 +72,8 @@ class MultipartWriter:
         self.key = key
         self._sink = sink
         self._part_size = part_size
-        # the part being filled, as pieces of immutable bytes (or views of them): a part is
-        # copied once, when it is sent, instead of on every write and again when sent
+        # the part being filled, as pieces of immutable bytes (or views of them), handed to the
+        # sink as they are: never copied into one buffer
         self._pieces: list[bytes | memoryview] = []
         self._buffered = 0
         self._upload_id: str | None = None
@@ -146,15 +152,11 @@ class MultipartWriter:
         tag = await self._sink.upload_part(self.key, self._upload_id, number, self._take_buffer())
         self._tags.append(tag)
 
-    def _take_buffer(self) -> bytes:
-        """The buffered bytes as one object (a lone ``bytes`` piece is not copied); empties the
-        buffer."""
-        pieces = self._pieces
+    def _take_buffer(self) -> Pieces:
+        """The buffered pieces; empties the buffer."""
+        pieces = tuple(self._pieces)
         self._pieces, self._buffered = [], 0
-        if len(pieces) == 1 and type(pieces[0]) is bytes:
-            return pieces[0]
-        # joining only `bytes` lets CPython copy without holding the GIL
-        return b"".join(pieces)
+        return pieces
 
     async def _abort_quietly(self) -> None:
         """Abort during error handling: shielded and bounded, and logging (not raising) its own

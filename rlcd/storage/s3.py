@@ -21,7 +21,9 @@
 
 from __future__ import annotations
 
+import base64
 import os
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
@@ -29,6 +31,8 @@ from functools import cache, partial
 from typing import Any, Self, TypeVar, cast
 
 import aiohttp
+import aiohttp.payload
+import anyio.to_thread
 from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
 from botocore.exceptions import (  # type: ignore[import-untyped]
@@ -59,7 +63,7 @@ from rlcd.storage.base import (
     PutResult,
     Written,
 )
-from rlcd.storage.multipart import MultipartWriter
+from rlcd.storage.multipart import MultipartWriter, Pieces
 from rlcd.storage.retry import retrying
 from rlcd.storage.s3config import AddressingStyle, S3Config
 from rlcd.storage.uri import TableUri
@@ -180,9 +184,22 @@ def _client_args(config: S3Config) -> dict[str, Any]:
         "max_pool_connections": config.max_connections,
         "retries": {"total_max_attempts": 1},
         "warm_up_loader_caches": True,  # read botocore's JSON models in a thread, not the loop
+        # botocore's default "flexible checksums" CRC32 every response body in the event loop
+        # (holding the GIL) and send every request body aws-chunked with a CRC32 trailer; our
+        # uploads carry a CRC32 header of our own instead (see _checksum), and a response is
+        # checked by its length and by the Parquet decoder (see the module docstring)
+        "request_checksum_calculation": "when_required",
+        "response_checksum_validation": "when_required",
+        # our arguments are built by this module, typed; botocore's validation would also
+        # refuse the request bodies that spare the copies (_Body)
+        "parameter_validation": False,
     }
+    # botocore would SHA-256 every body it signs (always over plain HTTP, and over HTTPS
+    # without a checksum header botocore set itself); the CRC32 header already guards it
+    s3: dict[str, Any] = {"payload_signing_enabled": False}
     if config.addressing_style is not None:
-        options["s3"] = {"addressing_style": config.addressing_style}
+        s3["addressing_style"] = config.addressing_style
+    options["s3"] = s3
     args: dict[str, Any] = {"config": AioConfig(**options)}
     region = config.region or os.environ.get("AWS_REGION")
     if region:
@@ -246,7 +263,9 @@ class S3Store:
 
         async def once() -> None:
             with _translate("put", key):
-                await self._api("put", key).put_object(Bucket=self._bucket, Key=s3key, Body=data)
+                await self._api("put", key).put_object(
+                    Bucket=self._bucket, Key=s3key, **_body((data,))
+                )
 
         await self._retry("put", key, once)
         return await self.head(key)
@@ -258,7 +277,7 @@ class S3Store:
             try:
                 with _translate("put_if_absent", key):
                     await self._api("put_if_absent", key).put_object(
-                        Bucket=self._bucket, Key=s3key, Body=data, IfNoneMatch="*"
+                        Bucket=self._bucket, Key=s3key, IfNoneMatch="*", **_body((data,))
                     )
             except _PreconditionFailed:
                 return Written(key) if await self._holds(key, data) else AlreadyExists(key)
@@ -388,16 +407,26 @@ class _S3Parts:
     def __init__(self, store: S3Store) -> None:
         self._store = store
 
-    async def put_whole(self, key: str, data: bytes) -> ObjectMeta:
-        return await self._store.put(key, data)
+    async def put_whole(self, key: str, data: Pieces) -> ObjectMeta:
+        store = self._store
+        s3key = store._key("put", key)
+
+        async def once() -> None:
+            with _translate("put", key):
+                api = store._api("put", key)
+                await api.put_object(Bucket=store._bucket, Key=s3key, **_body(data))
+
+        await store._retry("put", key, once)
+        return await store.head(key)
 
     async def start_upload(self, key: str) -> str:
         response = await self._call("write", key, "create_multipart_upload")
         return str(response["UploadId"])
 
-    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+    async def upload_part(self, key: str, upload_id: str, number: int, data: Pieces) -> str:
+        body = await anyio.to_thread.run_sync(_body, data)  # zlib's CRC32 lets go of the GIL
         response = await self._call(
-            "write", key, "upload_part", UploadId=upload_id, PartNumber=number, Body=data
+            "write", key, "upload_part", UploadId=upload_id, PartNumber=number, **body
         )
         return str(response["ETag"])
 
@@ -472,6 +501,57 @@ def _from_client_error(exc: Any, operation: str, key: str) -> StorageError:
     if code in _THROTTLING_CODES or code in _TRANSIENT_CODES or status == 429 or status >= 500:
         return TransientStorageError(message, operation=operation, key=key)
     return StorageError(message, operation=operation, key=key)
+
+
+_SEND_SLICE = 256 * 1024
+"""The most a request body hands the socket at once (asyncio copies what the socket does not
+take at once; aiohttp waits for it to drain before the next slice)."""
+
+
+class _Body(aiohttp.payload.Payload):
+    """A request body sent from the writer's pieces as they are, slice by slice.
+
+    botocore would wrap ``bytes`` in a ``BytesIO``, which aiohttp copies whole before sending
+    it (``getbuffer`` unshares it) and then reads out in copied chunks: three copies of every
+    part. Immutable and sendable again, for aiohttp's own resend of an idempotent request.
+    """
+
+    _autoclose = True
+
+    def __init__(self, pieces: Pieces) -> None:
+        super().__init__(pieces, content_type="application/octet-stream")
+        self._pieces = pieces
+        self._length = self._size = sum(len(piece) for piece in pieces)
+
+    def __len__(self) -> int:  # botocore's Content-Length
+        return self._length
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return b"".join(self._pieces).decode(encoding, errors)
+
+    async def write(self, writer: Any) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        left = self._length if content_length is None else content_length
+        for piece in self._pieces:
+            view = memoryview(piece)
+            for start in range(0, len(view), _SEND_SLICE):
+                if left <= 0:
+                    return
+                chunk = view[start : start + min(_SEND_SLICE, left)]
+                left -= len(chunk)
+                await writer.write(chunk)
+
+
+def _body(pieces: Pieces) -> dict[str, Any]:
+    """The ``Body`` and ``ChecksumCRC32`` arguments of a request sending ``pieces``: S3 checks
+    the CRC32 before it stores the body, and refuses it on a mismatch."""
+    crc = 0
+    for piece in pieces:
+        crc = zlib.crc32(piece, crc)
+    checksum = base64.b64encode(crc.to_bytes(4, "big")).decode()
+    return {"Body": _Body(pieces), "ChecksumCRC32": checksum}
 
 
 def _ms(when: datetime) -> int:

@@ -13,6 +13,7 @@ import http.client
 import socket
 import struct
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,8 +62,21 @@ class _Server(ThreadingHTTPServer):
         """Stay quiet: clients that time out or are reset leave broken pipes behind."""
 
 
+@dataclass(frozen=True)
+class Seen:
+    """One request as the proxy received it: its headers (names in lower case) and the CRC32
+    and length of its body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body_crc32: int
+    body_length: int
+
+
 class FaultProxy:
-    """Forwards to ``upstream``; records every request as ``(method, path)``."""
+    """Forwards to ``upstream``; records every request as ``(method, path)``, and in ``seen``
+    with its headers and body checksum."""
 
     def __init__(self, upstream: str, *, hang_s: float = 10.0) -> None:
         parts = urlsplit(upstream)
@@ -74,6 +88,7 @@ class FaultProxy:
         self._holding = threading.Event()
         self._released = threading.Event()
         self.requests: list[tuple[str, str]] = []
+        self.seen: list[Seen] = []
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
 
     @property
@@ -109,6 +124,7 @@ class FaultProxy:
         with self._lock:
             self._rules.clear()
             self.requests.clear()
+            self.seen.clear()
 
     def count(self, method: str, contains: str = "") -> int:
         """How many requests with this method and path substring reached the proxy."""
@@ -170,6 +186,10 @@ class FaultProxy:
                 if "chunked" in self.headers.get("Transfer-Encoding", ""):
                     raise AssertionError("the proxy does not relay chunked request bodies")
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                seen = Seen(self.command, self.path, headers, zlib.crc32(body), len(body))
+                with proxy._lock:
+                    proxy.seen.append(seen)
                 fault = proxy._take(self.command, self.path)
                 if fault is Fault.HOLD:
                     proxy._holding.set()

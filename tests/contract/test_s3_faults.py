@@ -7,6 +7,7 @@ lost response to a write that did land.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
@@ -21,7 +22,7 @@ from rlcd.storage import (
     Written,
     open_store,
 )
-from tests.contract.faultproxy import Fault, FaultProxy
+from tests.contract.faultproxy import Fault, FaultProxy, Seen
 from tests.contract.support import boto_client, moto_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -224,3 +225,28 @@ async def test_writer_that_cannot_finish_aborts(
         await store.head("out.parquet")
     assert uploads(moto_endpoint, s3_bucket) == []
     assert proxy.count("DELETE", "uploadId=") == 1
+
+
+async def test_request_bodies_carry_a_crc32_of_their_bytes_and_no_other_digest(
+    store: ObjectStore, proxy: FaultProxy
+) -> None:
+    """Every body sent (a small put, each part of a multipart upload) carries in its headers
+    the CRC32 of exactly the bytes that arrived, which S3 checks before storing them, and is
+    neither SHA-256 signed nor aws-chunked; downloads ask for no checksum validation."""
+    await store.put("small", b"commit")
+    async with store.open_writer("big") as writer:
+        await writer.write(b"x" * (MIN_PART_SIZE // 2))
+        await writer.write(bytes(range(256)) * (MIN_PART_SIZE // 256))
+    assert await store.get("small") == b"commit"
+    bodies = [s for s in proxy.seen if s.method == "PUT" and "/t/obj" not in s.path]
+    assert len(bodies) == 3  # the small put and two parts
+    for sent in bodies:
+        assert sent.headers["x-amz-checksum-crc32"] == _crc32_header(sent), sent.path
+        assert sent.headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD", sent.path
+        assert "aws-chunked" not in sent.headers.get("content-encoding", ""), sent.path
+    downloads = [s for s in proxy.seen if s.method == "GET"]
+    assert downloads and all("x-amz-checksum-mode" not in s.headers for s in downloads)
+
+
+def _crc32_header(sent: Seen) -> str:
+    return base64.b64encode(sent.body_crc32.to_bytes(4, "big")).decode()

@@ -37,6 +37,8 @@ SETTINGS = {
     "spark.sql.catalogImplementation": "in-memory",
     # the tests VACUUM with RETAIN 0 HOURS to remove what they just replaced
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    # COUNT(*), MIN and MAX from the log's stats (Delta's default, relied on by the tests)
+    "spark.databricks.delta.optimizeMetadataQuery.enabled": "true",
 }
 
 

@@ -96,3 +96,25 @@ def latest_version(path: Path) -> int:
 def num_files(spark: Any, path: Path) -> int:
     """Live data files by Spark's own log replay (``DESCRIBE DETAIL``)."""
     return int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0].numFiles)
+
+
+def plan_leaves(frame: Any) -> list[Any]:
+    """The leaf nodes (JVM objects) of a collected DataFrame's executed physical plan."""
+    leaves = frame._jdf.queryExecution().executedPlan().collectLeaves()
+    return [leaves.apply(i) for i in range(leaves.size())]
+
+
+def files_read(spark: Any, text: str) -> tuple[list[Any], int]:
+    """A query's result and the data files its scans read after data skipping (the scans'
+    ``number of files read``). Adaptive execution is off for it, so the executed plan holds
+    the scans themselves rather than query stages."""
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        frame = spark.sql(text)
+        result = list(frame.collect())
+        metrics = [leaf.metrics() for leaf in plan_leaves(frame)]
+        return result, sum(
+            int(m.apply("numFiles").value()) for m in metrics if m.contains("numFiles")
+        )
+    finally:
+        spark.conf.unset("spark.sql.adaptive.enabled")

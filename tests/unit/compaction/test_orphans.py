@@ -24,6 +24,7 @@ from rlcd.storage.base import ObjectMeta, PendingUpload
 OURS = data_file_name("zstd", os.urandom(16))
 FOREIGN = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
 HOUR_MS = 3_600_000
+UUID = "9583e809-abcb-472a-aae4-2d15b2385e2e"  # fixed: test ids must be the same in every run
 
 
 def test_own_files_are_rlcd_named_data_and_dv_files_outside_the_log() -> None:
@@ -62,10 +63,10 @@ def test_only_old_enough_leftovers_expire() -> None:
         ("_delta_log/00000000000000000001.00000000000000000003.compacted.json", "json"),
         ("_delta_log/00000000000000000003.checkpoint.parquet", "parquet"),
         ("_delta_log/00000000000000000003.checkpoint.0000000001.0000000002.parquet", "parquet"),
-        (f"_delta_log/00000000000000000003.checkpoint.{uuid.uuid4()}.json", "json"),
-        (f"_delta_log/00000000000000000003.checkpoint.{uuid.uuid4()}.parquet", "parquet"),
-        (f"_delta_log/_sidecars/00000000000000000003.checkpoint.{uuid.uuid4()}.parquet", "parquet"),
-        (f"_delta_log/_staged_commits/00000000000000000004.{uuid.uuid4()}.json", "json"),
+        (f"_delta_log/00000000000000000003.checkpoint.{UUID}.json", "json"),
+        (f"_delta_log/00000000000000000003.checkpoint.{UUID}.parquet", "parquet"),
+        (f"_delta_log/_sidecars/00000000000000000003.checkpoint.{UUID}.parquet", "parquet"),
+        (f"_delta_log/_staged_commits/00000000000000000004.{UUID}.json", "json"),
         ("_delta_log/00000000000000000003.crc", None),
         ("_delta_log/_last_checkpoint", None),
         ("_delta_log/.00000000000000000003.json.tmp", None),

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from rlcd.errors import StorageError, TransientStorageError
 from rlcd.storage.base import MIN_PART_SIZE, ObjectMeta
-from rlcd.storage.multipart import MultipartWriter
+from rlcd.storage.multipart import MultipartWriter, Pieces
 
 pytestmark = pytest.mark.anyio
 
@@ -33,19 +33,19 @@ class Sink:
         if name == self.fail:
             raise TransientStorageError("SlowDown", operation=name, key="k")
 
-    async def put_whole(self, key: str, data: bytes) -> ObjectMeta:
+    async def put_whole(self, key: str, data: Pieces) -> ObjectMeta:
         self._call("put_whole")
-        self.whole = data
-        return ObjectMeta(key, len(data), 0)
+        self.whole = b"".join(data)
+        return ObjectMeta(key, len(self.whole), 0)
 
     async def start_upload(self, key: str) -> str:
         self._call("start_upload")
         return "upload-1"
 
-    async def upload_part(self, key: str, upload_id: str, number: int, data: bytes) -> str:
+    async def upload_part(self, key: str, upload_id: str, number: int, data: Pieces) -> str:
         self._call("upload_part")
         assert (upload_id, number) == ("upload-1", len(self.parts) + 1)
-        self.parts.append(data)
+        self.parts.append(b"".join(data))
         return f"etag-{number}"
 
     async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
