@@ -12,6 +12,16 @@
   ``AWS_REGION``, which botocore alone would ignore.
 - **Sharing**: an :class:`S3Client` owns one aiobotocore client, hence one connection pool and
   one credential cache; a daemon opens one and makes a cheap :class:`S3Store` per table.
+- **Integrity**: every request body carries ``x-amz-checksum-crc32`` computed by us (zlib, off
+  the GIL) over exactly the bytes sent, and S3 refuses a body that does not match it before
+  storing anything; bodies are neither SHA-256 signed (the CRC32 guards them, and SigV4 still
+  signs every header) nor aws-chunked. Responses are not CRC32-checked by botocore (its
+  "flexible checksums" are off: they cost a pass over every body in the event loop, and a
+  multipart object's checksum is a checksum of parts botocore cannot check anyway): a body is
+  protected in transit by TLS's per-record authentication, its length is checked against
+  ``Content-Length`` (a short body is retried), and a source file is then parsed by the Parquet
+  decoder, which refuses a broken footer, page header or compressed page, and whose row count
+  is checked against the footer's. delta-rs (object_store) sends and checks no checksum at all.
 - **Conditional writes**: ``put_if_absent`` is ``PutObject`` with ``If-None-Match: *``. A 412
   means the key is taken, and the stored bytes decide whether by us: a write can land while
   its answer is lost, and then our retry, or aiohttp's own silent resend of the idempotent

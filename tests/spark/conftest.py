@@ -1,10 +1,11 @@
 """The Spark tier: one local Spark session with Delta Lake for the whole test run.
 
 Spark is the reference engine: these tests build tables the way Spark users do and judge what
-rlcd wrote by what Spark reads. The Delta jar (and its dependencies) is resolved from Maven
-Central into ``.cache/ivy`` inside the project on the first run; later runs resolve from that
-cache offline. When it cannot be resolved, or Java is missing, session start fails and every
-test of the tier errors: the tier never skips. Each module marks itself ``spark``.
+rlcd wrote by what Spark reads. The Delta jar and s3a's jars (with their dependencies) are
+resolved from Maven Central into ``.cache/ivy`` inside the project on the first run; later runs
+resolve from that cache offline. When they cannot be resolved, or Java is missing, session start
+fails and every test of the tier errors: the tier never skips. Each module marks itself
+``spark``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 IVY_CACHE = ROOT / ".cache" / "ivy"
 DELTA_JAR = "io.delta:delta-spark_4.2_2.13:4.4.0"  # pinned with pyspark 4.2.0, delta-spark 4.4.0
+# s3a for the moto round trip: hadoop-aws matching pyspark 4.2.0's Hadoop 3.5.0, without the
+# 686 MB AWS SDK bundle it depends on; instead the SDK v2 modules s3a uses, at the bundle's
+# version (52 jars, 19 MB). Netty comes from Spark's own jars.
+S3A_JARS = (
+    "org.apache.hadoop:hadoop-aws:3.5.0",
+    "software.amazon.awssdk:s3:2.35.4",
+    "software.amazon.awssdk:s3-transfer-manager:2.35.4",
+    "software.amazon.awssdk:sts:2.35.4",
+)
 
 SETTINGS = {
-    "spark.jars.packages": DELTA_JAR,
+    "spark.jars.packages": ",".join((DELTA_JAR, *S3A_JARS)),
+    "spark.jars.excludes": "software.amazon.awssdk:bundle,io.netty:*",
     "spark.jars.ivy": str(IVY_CACHE),
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",

@@ -48,7 +48,7 @@ def verify(path: Path) -> None:
     )
 
 
-def read(spark: Any, path: Path, version: int | None = None) -> Any:
+def read(spark: Any, path: Path | str, version: int | None = None) -> Any:
     """The table (at ``version``, else the latest) as a Spark DataFrame."""
     reader = spark.read.format("delta")
     if version is not None:
@@ -56,12 +56,12 @@ def read(spark: Any, path: Path, version: int | None = None) -> Any:
     return reader.load(str(path))
 
 
-def rows(spark: Any, path: Path, version: int | None = None) -> SparkRows:
+def rows(spark: Any, path: Path | str, version: int | None = None) -> SparkRows:
     """The multiset of rows Spark reads."""
     return frame_rows(read(spark, path, version))
 
 
-def rows_both_readers(spark: Any, path: Path, version: int | None = None) -> SparkRows:
+def rows_both_readers(spark: Any, path: Path | str, version: int | None = None) -> SparkRows:
     """The rows Spark's vectorized Parquet reader reads, once asserted equal to parquet-mr's."""
     vectorized = rows(spark, path, version)
     spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
