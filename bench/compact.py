@@ -9,8 +9,8 @@ Generates one Delta table of the chosen shape (``bench/shapes.py``: ``--files`` 
 ``--rows`` rows, as a streaming writer leaves them), then compacts identical copies of it with:
 
 - ``deltalake``: delta-rs ``optimize.compact()``, same target size and codec;
-- ``rlcd``: ``compact_table`` as the CLI runs it (conservative encodings);
-- ``rlcd-adaptive``: the same with ``encodings = "adaptive"``;
+- ``rlcd``: ``compact_table`` as the CLI runs it, with ``encodings = "conservative"``;
+- ``rlcd-adaptive``: the same with ``encodings = "adaptive"`` (the default);
 - ``floor`` (local only): pyarrow reading every file and writing them into one file per target
   size (the least work any compactor can do, with no Delta bookkeeping);
 - ``rlcd-nocount``: rlcd with the batch counter switched off.

@@ -10,12 +10,17 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
+
+# The race helpers' judges assert: show their values on failure, as in a test module.
+pytest.register_assert_rewrite("tests.integration.races")
 
 # Tests never assert on timing (the machine is shared and noisy): no per-example deadline.
 settings.register_profile("rlcd", deadline=None)
@@ -69,11 +74,35 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def _atomic_conditional_puts() -> None:
+    """Make moto's PutObject with ``If-None-Match: *`` atomic, as S3's is.
+
+    moto checks that the key is absent and then stores the object, two steps with nothing held
+    between them, so two racing commit puts can both succeed, the later one overwriting the
+    other (seen in a random interleaving under load: a delta-rs commit replaced one rlcd had
+    committed). Every PutObject of the in-process server now runs under one lock.
+    """
+    from moto.s3.responses import S3Response
+
+    put = S3Response.put_object
+    if getattr(put, "atomic", False):
+        return
+    lock = threading.Lock()
+
+    def locked(self: S3Response) -> Any:
+        with lock:
+            return put(self)
+
+    locked.atomic = True  # type: ignore[attr-defined]
+    S3Response.put_object = locked  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
-    """URL of a moto S3 server running for the whole session."""
+    """URL of a moto S3 server running for the whole session (its conditional puts atomic)."""
     from moto.server import ThreadedMotoServer
 
+    _atomic_conditional_puts()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -217,8 +217,8 @@ def _parser() -> argparse.ArgumentParser:
         "--encodings",
         choices=ENCODINGS,
         default=ENCODINGS[0],
-        help="column encodings: conservative (a dictionary while it stays small) or adaptive "
-        "(chosen per column from the data); default conservative",
+        help="column encodings: adaptive (chosen per column from the data) or conservative "
+        "(a dictionary while it stays small); default adaptive",
     )
     _add_s3_options(compact)
 

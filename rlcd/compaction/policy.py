@@ -24,8 +24,9 @@ configuration as it does in Spark and Databricks. The planner (``plan.py``, desi
   planner binds to the table's partition columns; only files whose partition values make it
   TRUE are candidates.
 * ``codec`` and ``row_group_rows``: how the rewrite encodes its outputs.
-* ``encodings``: ``conservative`` (a dictionary on every column while it stays small) or
-  ``adaptive`` (per-column encodings chosen from the data, ``encodings.py``).
+* ``encodings``: ``adaptive`` (the default: per-column encodings chosen from the data,
+  ``encodings.py``) or ``conservative`` (a dictionary on every column while it stays small, for
+  readers older than those ``encodings.py`` names).
 
 """
 
@@ -67,7 +68,7 @@ CODECS: Final = frozenset({"zstd", "snappy", "gzip", "none"})
 """Parquet codecs every Delta reader handles, spelled as pyarrow's ``compression`` takes them
 (``none``: uncompressed). LZ4 (Hadoop framing vs LZ4_RAW) and Brotli are not universal."""
 
-ENCODINGS: Final = ("conservative", "adaptive")
+ENCODINGS: Final = ("adaptive", "conservative")
 """How outputs choose their column encodings (the first is the default)."""
 
 TARGET_FILE_SIZE_PROPERTY: Final = "delta.targetFileSize"

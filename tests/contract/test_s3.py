@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +142,32 @@ async def test_open_store_dispatches_on_scheme(tmp_path: Path) -> None:
         assert store.root == f"file://{tmp_path}"
     async with open_store(TableUri.parse(f"file://{tmp_path}/t")) as store:
         assert store.root == f"file://{tmp_path}/t"
+
+
+def test_racing_conditional_puts_have_one_winner(
+    moto_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Racing PUTs of one key with ``If-None-Match: *`` have exactly one winner on the test
+    server, even when moto dawdles between its absence check and its store (the session's moto
+    makes the pair atomic, as S3 is: the Delta log's put-if-absent relies on it)."""
+    from moto.s3.models import S3Backend
+
+    store = S3Backend.put_object
+
+    def dawdling(self: S3Backend, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.2)  # the others' checks would all pass meanwhile
+        return store(self, *args, **kwargs)
+
+    monkeypatch.setattr(S3Backend, "put_object", dawdling)
+    client = boto_client(moto_endpoint)
+
+    def put(i: int) -> str:
+        try:
+            client.put_object(Bucket=s3_bucket, Key="k/00.json", Body=str(i), IfNoneMatch="*")
+        except client.exceptions.ClientError as exc:
+            return str(exc.response["Error"]["Code"])
+        return "stored"
+
+    with ThreadPoolExecutor(6) as pool:
+        outcomes = sorted(pool.map(put, range(6)))
+    assert outcomes == ["PreconditionFailed"] * 5 + ["stored"]

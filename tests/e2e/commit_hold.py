@@ -26,6 +26,7 @@ import anyio
 from tests.contract.faultproxy import Fault, FaultProxy
 
 SITE = Path(__file__).resolve().parent / "holdsite"
+_ROOT = SITE.parents[2]  # the checkout: ``tests`` must import before ``-m`` adds the cwd
 
 
 class CommitHold(Protocol):
@@ -49,7 +50,7 @@ class FileHold:
     folder: Path
 
     def env(self) -> dict[str, str]:
-        path = os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")])
+        path = os.pathsep.join([str(SITE), str(_ROOT), os.environ.get("PYTHONPATH", "")])
         return {"PYTHONPATH": path, "RLCD_TEST_HOLD": str(self.folder)}
 
     def wait_held(self, timeout_s: float) -> bool:

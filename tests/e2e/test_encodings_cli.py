@@ -33,5 +33,5 @@ def test_unknown_encodings_is_a_usage_error(tmp_path: Path) -> None:
     before = sorted(p.name for p in tmp_path.rglob("*"))
     done = rlcd("compact", str(tmp_path), "--encodings", "fast")
     assert done.returncode == 2
-    assert "invalid choice: 'fast' (choose from 'conservative', 'adaptive')" in done.stderr
+    assert "invalid choice: 'fast' (choose from 'adaptive', 'conservative')" in done.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == before

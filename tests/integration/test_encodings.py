@@ -75,13 +75,26 @@ async def test_every_adaptive_encoding_reads_back_identically(tmp_path: Path) ->
     assert kernel_rows(tmp_path) == before
 
 
-async def test_conservative_encodings_are_todays(tmp_path: Path) -> None:
-    """The default policy keeps today's writer: dictionaries tried everywhere, no delta packing."""
+async def test_conservative_encodings_are_the_old_writer(tmp_path: Path) -> None:
+    """``encodings = "conservative"`` keeps the writer rlcd always had: dictionaries tried
+    everywhere, no delta packing."""
+    for f in range(2):
+        append(tmp_path, mixed_file(f))
+    async with LocalStore(tmp_path) as store:
+        report = await compact_table(store, CompactionPolicy(encodings="conservative"))
+    assert report.committed_version is not None
+    used = output_encodings(tmp_path, report.committed_version)
+    assert all(DELTA_BINARY_PACKED not in e for e in used.values())
+    assert DICTIONARY in used["id"] and DICTIONARY in used["note"]
+
+
+async def test_the_default_policy_chooses_encodings_from_the_data(tmp_path: Path) -> None:
+    """Without an ``encodings`` setting the outputs are written adaptively: the sorted ids are
+    delta-packed."""
     for f in range(2):
         append(tmp_path, mixed_file(f))
     async with LocalStore(tmp_path) as store:
         report = await compact_table(store, CompactionPolicy())
     assert report.committed_version is not None
     used = output_encodings(tmp_path, report.committed_version)
-    assert all(DELTA_BINARY_PACKED not in e for e in used.values())
-    assert DICTIONARY in used["id"] and DICTIONARY in used["note"]
+    assert DELTA_BINARY_PACKED in used["id"]

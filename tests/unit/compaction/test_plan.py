@@ -137,7 +137,7 @@ def test_policy_defaults() -> None:
         ({"max_deleted_rows_ratio": True}, "max_deleted_rows_ratio"),
         ({"max_bins": 0}, "max_bins must be an integer >= 1"),
         ({"codec": "lz4"}, "codec must be one of gzip, none, snappy, zstd"),
-        ({"encodings": "fast"}, "encodings must be one of conservative, adaptive, got 'fast'"),
+        ({"encodings": "fast"}, "encodings must be one of adaptive, conservative, got 'fast'"),
         ({"row_group_rows": 0}, "row_group_rows must be an integer >= 1"),
         ({"row_group_rows": 64 * 1024 * 1024 + 1}, "row_group_rows must be at most 67108864"),
     ],
