@@ -819,7 +819,8 @@ def _describe(policy: TablePolicy) -> str:
         f"small < {min_size}, DV purge > {c.max_deleted_rows_ratio:g}, "
         f"due at {policy.min_small_files} small files in a partition or "
         f"{_bytes(policy.min_small_bytes)}, every {_seconds(policy.min_interval_s)} at most, "
-        f"files older than {_seconds(policy.min_file_age_s)}, {c.codec}"
+        f"files older than {_seconds(policy.min_file_age_s)}, {c.codec}, "
+        f"{c.encodings} encodings, mask up to {c.max_masked_ratio:g}"
     )
 
 

@@ -564,6 +564,18 @@ def test_render_shows_every_effective_policy() -> None:
     assert "snappy" in lines[3]
     assert lines[4].startswith("discover[1] s3://lake/hot/ (depth <= 3, include *")
     assert "every 0s at most" in lines[4]
+    assert lines[1].endswith("zstd, adaptive encodings, mask up to 0.5")
+
+
+def test_render_shows_an_encodings_override() -> None:
+    """A table's ``encodings`` and ``max_masked_ratio`` overrides show in its line."""
+    text = render_policies(
+        parse(
+            '[[table]]\nuri = "s3://lake/t"\n'
+            '[table.policy]\nencodings = "conservative"\nmax_masked_ratio = 0.2\n'
+        )
+    )
+    assert text.splitlines()[2].endswith("conservative encodings, mask up to 0.2")
 
 
 def test_render_says_when_there_is_nothing_to_compact() -> None:
