@@ -72,7 +72,7 @@ def upgraded_protocol(config: TableConfig) -> Protocol | None:
 
 def _plan(store: ObjectStore, snapshot: Snapshot) -> DvUpgrade:
     config = table_config(snapshot)
-    config.ensure_writable()
+    config.ensure_rows_deletable()  # an upgrade ``rlcd delete`` would then refuse to use: none
     return DvUpgrade(
         store.root,
         snapshot.protocol,
@@ -111,7 +111,8 @@ async def enable_dv(
     Raises:
         ConfigError: the protocol must change (locking out older readers) and the caller did
             not confirm it.
-        UnsupportedFeatureError: rlcd cannot write the table.
+        UnsupportedFeatureError: rlcd cannot write the table, or would not delete rows from it
+            (append-only, change data feed): nothing is upgraded.
         ConcurrentModificationError: a winner changed the protocol or the metadata.
     """
     snapshot = await load_snapshot(store)

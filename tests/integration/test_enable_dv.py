@@ -9,7 +9,7 @@ import deltalake
 import pytest
 
 from rlcd.compaction.enable_dv import enable_dv
-from rlcd.errors import ConcurrentModificationError
+from rlcd.errors import ConcurrentModificationError, UnsupportedFeatureError
 from rlcd.storage import LocalStore
 from tests.integration.races import HoldingStore
 from tests.integration.tables import append, batch, delta_rs_rows
@@ -45,3 +45,15 @@ async def test_enable_dv_aborts_on_a_metadata_change(tmp_path: Path) -> None:
             await enable_dv(HoldingStore(inner, [winner]), confirmed=True)
     table = deltalake.DeltaTable(str(tmp_path))
     assert table.version() == 1 and table.protocol().min_reader_version == 1
+
+
+async def test_enable_dv_refuses_an_append_only_table(tmp_path: Path) -> None:
+    """An append-only table is not upgraded: ``rlcd delete`` would refuse it anyway."""
+    deltalake.write_deltalake(
+        str(tmp_path), batch(0, 10), configuration={"delta.appendOnly": "true"}
+    )
+    async with LocalStore(tmp_path) as store:
+        with pytest.raises(UnsupportedFeatureError, match="delta.appendOnly"):
+            await enable_dv(store, confirmed=True)
+    table = deltalake.DeltaTable(str(tmp_path))
+    assert table.version() == 0 and table.protocol().min_reader_version == 1
