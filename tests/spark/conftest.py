@@ -10,6 +10,7 @@ fails and every test of the tier errors: the tier never skips. Each module marks
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ SETTINGS = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     "spark.default.parallelism": "2",
     "spark.driver.memory": "2g",
+    # Python UDFs run in this interpreter (the project's venv), not whatever python3 PATH finds
+    "spark.pyspark.python": sys.executable,
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
