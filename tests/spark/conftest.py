@@ -10,6 +10,7 @@ fails and every test of the tier errors: the tier never skips. Each module marks
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,8 +43,6 @@ SETTINGS = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     "spark.default.parallelism": "2",
     "spark.driver.memory": "2g",
-    # Python UDFs run in this interpreter (the project's venv), not whatever python3 PATH finds
-    "spark.pyspark.python": sys.executable,
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
@@ -61,6 +60,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The session's SparkSession (local[2], Delta extensions, the pinned jar)."""
     from pyspark.sql import SparkSession
 
+    # Python UDFs run in this interpreter (the project's venv), not whatever python3 PATH finds:
+    # pyspark's SparkContext reads only this variable (not spark.pyspark.python) for its workers.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     scratch = tmp_path_factory.mktemp("spark")
     builder = SparkSession.builder.master("local[2]").appName("rlcd-spark-tier")
     settings = {
