@@ -53,7 +53,7 @@ async def test_enable_dv_refuses_an_append_only_table(tmp_path: Path) -> None:
         str(tmp_path), batch(0, 10), configuration={"delta.appendOnly": "true"}
     )
     async with LocalStore(tmp_path) as store:
-        with pytest.raises(UnsupportedFeatureError, match="delta.appendOnly"):
+        with pytest.raises(UnsupportedFeatureError, match=r"delta\.appendOnly"):
             await enable_dv(store, confirmed=True)
     table = deltalake.DeltaTable(str(tmp_path))
     assert table.version() == 0 and table.protocol().min_reader_version == 1
