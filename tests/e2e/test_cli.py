@@ -10,19 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli import rlcd
 from tests.integration.tables import S3Mirror, delta_rs_rows, partitioned
 
 pytestmark = pytest.mark.e2e
-
-
-def rlcd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rlcd", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_dry_run_then_compact_then_verify(tmp_path: Path) -> None:

@@ -3,28 +3,16 @@ reader, every other row stays, and bad input is refused before anything is writt
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import deltalake
 import pyarrow as pa
 import pytest
 
+from tests.e2e.cli import rlcd
 from tests.integration.tables import append, batch
 
 pytestmark = pytest.mark.e2e
-
-
-def rlcd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rlcd", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
 
 
 def ids(path: Path) -> list[int]:

@@ -4,22 +4,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli import rlcd as _rlcd
 from tests.integration.tables import delta_rs_rows, partitioned
 
 pytestmark = pytest.mark.e2e
-
-
-def _rlcd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rlcd", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def _age(commit: Path, seconds: int) -> None:

@@ -4,28 +4,16 @@ and a predicate that cannot mean what was written is refused before anything is 
 from __future__ import annotations
 
 import collections
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import deltalake
 import pyarrow as pa
 import pytest
 
+from tests.e2e.cli import rlcd
 from tests.integration.tables import append, batch, delta_rs_rows
 
 pytestmark = pytest.mark.e2e
-
-
-def rlcd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rlcd", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
 
 
 def int_partitioned(path: Path) -> None:

@@ -9,26 +9,19 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.e2e import cli
 from tests.integration.tables import _hashable
 
 SparkRows = collections.Counter[str]
 
 
 def rlcd(*args: str) -> subprocess.CompletedProcess[str]:
-    """The rlcd CLI in a subprocess, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "rlcd", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ),
-    )
+    """The rlcd CLI in a subprocess, with room for Spark-sized tables."""
+    return cli.rlcd(*args, timeout=300)
 
 
 def compact(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
