@@ -3,12 +3,14 @@ for the stack its table needs."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli import rlcd
 from tests.integration.tables import partitioned
 
 pytestmark = pytest.mark.e2e
@@ -42,6 +44,19 @@ def test_help_imports_neither_s3_nor_arrow() -> None:
     names = imported("--help")
     assert _under(names, (*S3_STACK, "pyarrow", "numpy")) == set()
     assert _under(names, ("rlcd.compaction",)) <= {"rlcd.compaction", "rlcd.compaction.policy"}
+
+
+def test_help_reads_no_package_metadata() -> None:
+    """``rlcd --help`` does not import importlib.metadata: the version is read only when
+    something asks for it."""
+    assert "importlib.metadata" not in imported("--help")
+
+
+def test_version_is_the_installed_one() -> None:
+    """``rlcd --version`` prints the installed distribution's version."""
+    done = rlcd("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"rlcd {importlib.metadata.version('rlcd')}\n"
 
 
 def test_local_compaction_imports_no_s3_module(tmp_path: Path) -> None:
