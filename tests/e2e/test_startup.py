@@ -46,6 +46,13 @@ def test_help_imports_neither_s3_nor_arrow() -> None:
     assert _under(names, ("rlcd.compaction",)) <= {"rlcd.compaction", "rlcd.compaction.policy"}
 
 
+def test_help_sets_up_no_logging_and_opens_no_store() -> None:
+    """``rlcd --help`` imports neither the logging set-up (structlog and the asyncio it pulls
+    in) nor the storage package: both come after the arguments are read."""
+    names = imported("--help")
+    assert _under(names, ("structlog", "asyncio", "rlcd.daemon", "rlcd.storage")) == set()
+
+
 def test_help_reads_no_package_metadata() -> None:
     """``rlcd --help`` does not import importlib.metadata: the version is read only when
     something asks for it."""
