@@ -411,7 +411,6 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
     from rlcd.compaction.policy import CompactionPolicy, parse_duration
-    from rlcd.delta.predicate import Predicate
 
     try:
         sizes = {"target_file_size": parse_size_flag(args.target_size)} if args.target_size else {}
@@ -426,11 +425,16 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         min_age_ms = round(parse_duration(args.min_file_age) * 1000)
     except ValueError as exc:
         raise ConfigError(f"bad --min-file-age: {exc}") from exc
+    where = None
+    if args.where is not None:  # the parser's ~30 classes cost start-up a run without it skips
+        from rlcd.delta.predicate import Predicate
+
+        where = Predicate.parse(args.where)
     policy = CompactionPolicy(
         **sizes,
         min_file_size=min_size,
         max_bins=args.max_bins,
-        partition_filter=Predicate.parse(args.where) if args.where is not None else None,
+        partition_filter=where,
         codec=args.codec,
         encodings=args.encodings,
     )

@@ -67,8 +67,10 @@ def test_version_is_the_installed_one() -> None:
 
 
 def test_local_compaction_imports_no_s3_module(tmp_path: Path) -> None:
-    """Compacting a local table commits without importing the S3 backend or its stack."""
+    """Compacting a local table commits without importing the S3 backend or its stack, and
+    without --where it imports no predicate parser."""
     partitioned(tmp_path)
     names = imported("compact", str(tmp_path))
     assert "rlcd.compaction.rewrite" in names  # it did compact
     assert _under(names, S3_STACK) == set()
+    assert "rlcd.delta.predicate" not in names
