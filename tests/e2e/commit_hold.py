@@ -86,10 +86,10 @@ class ProxyHold:
 
 def install(folder: str) -> None:
     """In the CLI subprocess: hold its first commit put until ``folder/go`` exists."""
-    import rlcd.cli.main as cli
+    import rlcd.storage as storage  # the CLI opens its store through it, at run time
     from tests.integration.races import HoldingStore
 
-    opened = cli.open_store
+    opened = storage.open_store
     held, go = Path(folder) / "held", Path(folder) / "go"
 
     async def hold() -> None:
@@ -102,4 +102,4 @@ def install(folder: str) -> None:
         async with opened(uri, **kw) as inner:
             yield HoldingStore(inner, [hold])
 
-    cli.open_store = holding  # type: ignore[assignment]
+    storage.open_store = holding  # type: ignore[assignment]
