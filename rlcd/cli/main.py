@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,19 +38,18 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 
-from rlcd import __version__
+import rlcd
 from rlcd.cli import daemon as daemon_commands
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.policy import CODECS, ENCODINGS
-from rlcd.daemon.logging import configure_logging
 from rlcd.errors import ConfigError, RlcdError, StorageError, TableError
-from rlcd.storage import S3Config, open_store
 
 if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import CompactionReport
     from rlcd.delta.actions import Protocol
+    from rlcd.storage import ObjectStore
 
 __all__ = ("main", "exit_code", "error_exit_code")
 
@@ -113,6 +113,25 @@ class _Subcommand(argparse.ArgumentParser):
         _add_log_options(self, top=False)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, read only when asked (see :mod:`rlcd`)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version"
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"rlcd {rlcd.__version__}")
+        parser.exit()
+
+
 def _add_s3_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "S3",
@@ -132,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"rlcd {__version__}")
+    parser.add_argument("--version", action=_Version)
     _add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Subcommand)
 
@@ -289,7 +308,7 @@ async def _delete(args: argparse.Namespace) -> int:
     from rlcd.compaction.delete import delete_where
     from rlcd.errors import ConcurrentModificationError
 
-    async with open_store(args.table, s3=_s3_config(args)) as store:
+    async with _open(args) as store:
         try:
             report = await delete_where(store, args.where, dry_run=args.dry_run)
         except ConcurrentModificationError as exc:  # a lost race, like a bin that lost
@@ -317,7 +336,7 @@ async def _enable_dv(args: argparse.Namespace) -> int:
     from rlcd.compaction.enable_dv import DV_PROPERTY, READER_WARNING, enable_dv
     from rlcd.errors import ConcurrentModificationError
 
-    async with open_store(args.table, s3=_s3_config(args)) as store:
+    async with _open(args) as store:
         try:
             plan = await enable_dv(store, dry_run=args.dry_run, confirmed=args.yes)
         except ConcurrentModificationError as exc:
@@ -342,13 +361,18 @@ async def _enable_dv(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _s3_config(args: argparse.Namespace) -> S3Config:
-    return S3Config(
+def _open(args: argparse.Namespace) -> AbstractAsyncContextManager[ObjectStore]:
+    """The store of the command's table, with its S3 options (the storage stack is imported
+    here, not by ``--help``)."""
+    from rlcd.storage import S3Config, open_store
+
+    s3 = S3Config(
         endpoint_url=args.endpoint_url,
         region=args.region,
         profile=args.profile,
         addressing_style=args.addressing_style,
     )
+    return open_store(args.table, s3=s3)
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -387,7 +411,6 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
     from rlcd.compaction.policy import CompactionPolicy, parse_duration
-    from rlcd.delta.predicate import Predicate
 
     try:
         sizes = {"target_file_size": parse_size_flag(args.target_size)} if args.target_size else {}
@@ -402,15 +425,20 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         min_age_ms = round(parse_duration(args.min_file_age) * 1000)
     except ValueError as exc:
         raise ConfigError(f"bad --min-file-age: {exc}") from exc
+    where = None
+    if args.where is not None:  # the parser's ~30 classes cost start-up a run without it skips
+        from rlcd.delta.predicate import Predicate
+
+        where = Predicate.parse(args.where)
     policy = CompactionPolicy(
         **sizes,
         min_file_size=min_size,
         max_bins=args.max_bins,
-        partition_filter=Predicate.parse(args.where) if args.where is not None else None,
+        partition_filter=where,
         codec=args.codec,
         encodings=args.encodings,
     )
-    async with open_store(args.table, s3=_s3_config(args)) as store:
+    async with _open(args) as store:
         run.progress = progress = BinProgress(sys.stderr)
         run.report = await compact_table(
             store,
@@ -437,7 +465,7 @@ def _compacted(args: argparse.Namespace, report: CompactionReport) -> int:
 async def _verify(args: argparse.Namespace) -> int:
     from rlcd.compaction.verify import verify_table
 
-    async with open_store(args.table, s3=_s3_config(args)) as store:
+    async with _open(args) as store:
         report = await verify_table(store, files=not args.tags_only, tags=not args.files_only)
     code = EXIT_OK if report.ok else EXIT_PROBLEM
     print_verify(report, sys.stdout, exit_code=code)
@@ -484,6 +512,8 @@ async def _until_stopped(handler: Callable[[], Awaitable[int]]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
+        from rlcd.daemon.logging import configure_logging  # structlog, asyncio: not for --help
+
         configure_logging(
             level=args.log_level,
             json={"auto": None, "json": True, "console": False}[args.log_format],

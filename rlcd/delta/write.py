@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlcd import __version__
+import rlcd
 from rlcd.delta.actions import Action, CommitInfo, serialize_commit
 from rlcd.delta.log_path import commit_name
 from rlcd.storage.base import ObjectStore, PutResult
 
-__all__ = ("ENGINE_INFO", "make_commit_info", "write_commit")
-
-ENGINE_INFO = f"rlcd/{__version__}"
+__all__ = ("make_commit_info", "write_commit")
 
 
 def make_commit_info(
@@ -52,7 +50,7 @@ def make_commit_info(
             "isolationLevel": isolation_level,
             "isBlindAppend": is_blind_append,
             "operationMetrics": {k: str(v) for k, v in metrics.items()},
-            "engineInfo": ENGINE_INFO,
+            "engineInfo": f"rlcd/{rlcd.__version__}",
         },
     )
 

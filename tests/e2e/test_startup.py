@@ -3,12 +3,14 @@ for the stack its table needs."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli import rlcd
 from tests.integration.tables import partitioned
 
 pytestmark = pytest.mark.e2e
@@ -44,9 +46,31 @@ def test_help_imports_neither_s3_nor_arrow() -> None:
     assert _under(names, ("rlcd.compaction",)) <= {"rlcd.compaction", "rlcd.compaction.policy"}
 
 
+def test_help_sets_up_no_logging_and_opens_no_store() -> None:
+    """``rlcd --help`` imports neither the logging set-up (structlog and the asyncio it pulls
+    in) nor the storage package: both come after the arguments are read."""
+    names = imported("--help")
+    assert _under(names, ("structlog", "asyncio", "rlcd.daemon", "rlcd.storage")) == set()
+
+
+def test_help_reads_no_package_metadata() -> None:
+    """``rlcd --help`` does not import importlib.metadata: the version is read only when
+    something asks for it."""
+    assert "importlib.metadata" not in imported("--help")
+
+
+def test_version_is_the_installed_one() -> None:
+    """``rlcd --version`` prints the installed distribution's version."""
+    done = rlcd("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"rlcd {importlib.metadata.version('rlcd')}\n"
+
+
 def test_local_compaction_imports_no_s3_module(tmp_path: Path) -> None:
-    """Compacting a local table commits without importing the S3 backend or its stack."""
+    """Compacting a local table commits without importing the S3 backend or its stack, and
+    without --where it imports no predicate parser."""
     partitioned(tmp_path)
     names = imported("compact", str(tmp_path))
     assert "rlcd.compaction.rewrite" in names  # it did compact
     assert _under(names, S3_STACK) == set()
+    assert "rlcd.delta.predicate" not in names
