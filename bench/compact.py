@@ -1,7 +1,7 @@
 """Compaction throughput, CPU, output size and memory, side by side in one run.
 
     .venv/bin/python bench/compact.py [--shape bench|skewed|fixture] [--files 200]
-        [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-adaptive]
+        [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-conservative]
     .venv/bin/python bench/compact.py --s3 [--latency-ms 20] ...
     .venv/bin/python bench/compact.py --bin-gib 0.5,2,4
 
@@ -9,18 +9,21 @@ Generates one Delta table of the chosen shape (``bench/shapes.py``: ``--files`` 
 ``--rows`` rows, as a streaming writer leaves them), then compacts identical copies of it with:
 
 - ``deltalake``: delta-rs ``optimize.compact()``, same target size and codec;
-- ``rlcd``: ``compact_table`` as the CLI runs it, with ``encodings = "conservative"``;
-- ``rlcd-adaptive``: the same with ``encodings = "adaptive"`` (the default);
+- ``rlcd``: the ``rlcd compact`` command, as a user runs it (``python -m rlcd``, its defaults:
+  adaptive encodings, the leftover sweep before the plan);
+- ``rlcd-conservative``: the same with ``--encodings conservative``;
 - ``floor`` (local only): pyarrow reading every file and writing them into one file per target
   size (the least work any compactor can do, with no Delta bookkeeping);
-- ``rlcd-nocount``: rlcd with the batch counter switched off.
+- ``rlcd-nocount``: ``compact_table`` called in a process of its own with the batch counter
+  switched off (the counter's cost, against ``rlcd-lib``, the same call with it on).
 
 Each run is a fresh process on a fresh copy of the table (``--s3``: a server-side copy on a moto
 server this command starts, optionally behind a proxy adding ``--latency-ms`` to each request,
 with the requests of each run counted). The contenders alternate within each repetition (each
 repetition starting with the next one). Per contender: the whole process's wall time and CPU
 (interpreter start and imports included: what a user waits for), the compaction's own time
-(after imports), peak RSS, and the bytes of the files it wrote. Time and CPU ratios are
+(after imports; not known for the command, whose work is all of it), peak RSS, and the bytes
+of the files it wrote. Time and CPU ratios are
 medians over repetitions of the ratio within one repetition (a slow spell of the machine hits
 both of a pair); peak RSS compares the highest of each. Absolute numbers on a shared machine
 are noise; the ratios are measured under the same noise.
@@ -28,12 +31,15 @@ are noise; the ratios are measured under the same noise.
 ``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (the bench
 shape, one commit) as a single bin with rlcd, and reports its peak RSS per size.
 
+rlcd's modules are byte-compiled first, as a pip install leaves them.
+
 Writes JSON to ``bench/out/compact[-SHAPE][-s3].json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -52,8 +58,9 @@ from shapes import SHAPES, generate, generate_one_commit
 
 TARGET = 128 * 1024 * 1024
 ROW_GROUP_ROWS = 1_048_576
-CONTENDERS = ("deltalake", "floor", "rlcd", "rlcd-adaptive", "rlcd-nocount")
-DEFAULT_CONTENDERS = "deltalake,rlcd,rlcd-adaptive"
+CONTENDERS = ("deltalake", "floor", "rlcd", "rlcd-conservative", "rlcd-lib", "rlcd-nocount")
+DEFAULT_CONTENDERS = "deltalake,rlcd,rlcd-conservative"
+COMMANDS = {"rlcd": (), "rlcd-conservative": ("--encodings", "conservative")}
 
 __all__ = ("generate",)  # bench/decoders.py builds its table with it
 
@@ -124,7 +131,7 @@ def run_floor(uri: str, target: int) -> None:
         writer.close()
 
 
-def run_rlcd(uri: str, target: int, *, count: bool, encodings: str) -> None:
+def run_rlcd(uri: str, target: int, *, count: bool) -> None:
     import anyio
 
     from rlcd.compaction.compact import compact_table
@@ -136,7 +143,7 @@ def run_rlcd(uri: str, target: int, *, count: bool, encodings: str) -> None:
     s3 = None
     if uri.startswith("s3://"):
         s3 = S3Config(endpoint_url=os.environ["AWS_ENDPOINT_URL"], addressing_style="path")
-    policy = CompactionPolicy(target_file_size=target, encodings=encodings)
+    policy = CompactionPolicy(target_file_size=target)
 
     async def go() -> None:
         async with open_store(uri, s3=s3) as store:
@@ -164,8 +171,7 @@ def child(name: str, uri: str, target: int, result: Path) -> None:
     elif name == "floor":
         run_floor(uri, target)
     else:
-        encodings = "adaptive" if name == "rlcd-adaptive" else "conservative"
-        run_rlcd(uri, target, count=name != "rlcd-nocount", encodings=encodings)
+        run_rlcd(uri, target, count=name != "rlcd-nocount")
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
@@ -195,13 +201,37 @@ def _parquet_sizes(path: Path) -> dict[str, int]:
     }
 
 
+_COMMAND = """
+import atexit, json, runpy, sys
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+out, sys.argv = sys.argv[1], ["rlcd", *sys.argv[2:]]
+atexit.register(lambda: open(out, "w").write(json.dumps({"max_rss_kib": peak()})))
+runpy.run_module("rlcd", run_name="__main__", alter_sys=True)
+"""
+"""The command as ``python -m rlcd`` runs it, its peak RSS written at exit (``-c``: nothing of
+this script is imported into it)."""
+
+
+def _command(name: str, uri: str, target: int, result: Path) -> list[str]:
+    args = ["compact", uri, "--target-size", str(target), "--codec", "zstd", *COMMANDS[name]]
+    if uri.startswith("s3://"):
+        args += ["--addressing-style", "path"]  # the endpoint: AWS_ENDPOINT_URL, as for delta-rs
+    return [sys.executable, "-c", _COMMAND, str(result), *args]
+
+
 def _spawn(name: str, uri: str, target: int, env: dict[str, str]) -> dict[str, float]:
     """Run one contender in a fresh process; its whole-process figures from ``wait4``."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         result = Path(out.name)
-    argv = [sys.executable, __file__, "--child", name, uri, str(target), str(result)]
+    if name in COMMANDS:
+        argv = _command(name, uri, target, result)
+    else:
+        argv = [sys.executable, __file__, "--child", name, uri, str(target), str(result)]
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env={**os.environ, **env})
+    proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -210,6 +240,9 @@ def _spawn(name: str, uri: str, target: int, env: dict[str, str]) -> dict[str, f
     run = json.loads(result.read_text())
     result.unlink()
     run.update(seconds=seconds, cpu_seconds=usage.ru_utime + usage.ru_stime)
+    # the command's work is the whole process
+    run.setdefault("work_seconds", seconds)
+    run.setdefault("work_cpu_seconds", run["cpu_seconds"])
     return run
 
 
@@ -262,7 +295,7 @@ class Remote:
 
 def _line(name: str, run: dict[str, Any]) -> str:
     text = (
-        f"{name:13s} {run['seconds']:6.2f} s ({run['work_seconds']:.2f} s compacting), "
+        f"{name:17s} {run['seconds']:6.2f} s ({run['work_seconds']:.2f} s compacting), "
         f"CPU {run['cpu_seconds']:.2f} s, peak RSS {run['max_rss_kib'] / 1024:.0f} MiB, "
         f"wrote {run['output_bytes'] / 2**20:.1f} MiB"
     )
@@ -302,13 +335,13 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
         return statistics.median(a[key] / b[key] for a, b in pairs)
 
     print(
-        f"\n{'contender':13s} {'MiB/s':>7s} {'wall s':>7s} {'work s':>7s} {'CPU s':>6s} "
+        f"\n{'contender':17s} {'MiB/s':>7s} {'wall s':>7s} {'work s':>7s} {'CPU s':>6s} "
         f"{'RSS MiB':>8s} {'out MiB':>8s}"
     )
     for name in contenders:
         s = summary[name]
         print(
-            f"{name:13s} {s['mib_per_s']:7.1f} {s['median_seconds']:7.2f} "
+            f"{name:17s} {s['mib_per_s']:7.1f} {s['median_seconds']:7.2f} "
             f"{s['median_work_seconds']:7.2f} {s['median_cpu_seconds']:6.2f} "
             f"{s['peak_rss_mib']:8.0f} {s['output_mib']:8.1f}"
             + (f"  {s['median_requests']:.0f} requests" if "median_requests" in s else "")
@@ -328,7 +361,7 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
             }
             ratios[name] = mine
             print(
-                f"  {name:13s} throughput {mine['throughput']:.2f}x "
+                f"  {name:17s} throughput {mine['throughput']:.2f}x "
                 f"(compaction alone {mine['work_throughput']:.2f}x), CPU {mine['cpu']:.2f}x "
                 f"({mine['work_cpu']:.2f}x), "
                 f"output {mine['output_size']:.2f}x, peak RSS {mine['peak_rss']:.2f}x"
@@ -395,6 +428,9 @@ def main() -> int:
         raise SystemExit(f"unknown contenders {sorted(unknown)} (floor runs locally only)")
     suffix = "-memory" if args.bin_gib else f"-{args.shape}" + ("-s3" if args.s3 else "")
     out = args.out or Path(__file__).parent / "out" / f"compact{suffix}.json"
+    # rlcd's bytecode, as a pip install leaves it: without it (an editable install under
+    # PYTHONDONTWRITEBYTECODE) every run would compile rlcd's modules again (~0.4 s)
+    compileall.compile_dir(Path(__file__).resolve().parents[1] / "rlcd", quiet=1)
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="rlcd-bench-") as tmp:

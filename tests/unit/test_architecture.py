@@ -30,6 +30,7 @@ PURE = [
     "rlcd.delta.dv.descriptor",
     "rlcd.delta.dv.z85",
     "rlcd.storage.uri",
+    "rlcd.storage.sigv4",
     "rlcd.compaction.policy",
     "rlcd.compaction.plan",
     "rlcd.compaction.counter",
