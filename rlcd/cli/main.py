@@ -113,25 +113,6 @@ class _Subcommand(argparse.ArgumentParser):
         _add_log_options(self, top=False)
 
 
-class _Version(argparse.Action):
-    """``--version``: the installed version, read only when asked (see :mod:`rlcd`)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str) -> None:
-        super().__init__(
-            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version"
-        )
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        print(f"rlcd {rlcd.__version__}")
-        parser.exit()
-
-
 def _add_s3_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "S3",
@@ -151,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action=_Version)
+    parser.add_argument("--version", action="version", version=f"rlcd {rlcd.__version__}")
     _add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Subcommand)
 

@@ -54,8 +54,7 @@ def test_help_sets_up_no_logging_and_opens_no_store() -> None:
 
 
 def test_help_reads_no_package_metadata() -> None:
-    """``rlcd --help`` does not import importlib.metadata: the version is read only when
-    something asks for it."""
+    """``rlcd --help`` does not import importlib.metadata: the version is a literal."""
     assert "importlib.metadata" not in imported("--help")
 
 
