@@ -85,11 +85,16 @@ class LatencyProxy:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(
-            self._pipe(reader, up_writer, self._delay),
-            self._pipe(up_reader, writer, 0.0),
-            return_exceptions=True,
-        )
+        try:
+            await asyncio.gather(
+                self._pipe(reader, up_writer, self._delay),
+                self._pipe(up_reader, writer, 0.0),
+                return_exceptions=True,
+            )
+        except asyncio.CancelledError:
+            # the proxy is stopping; ending quietly keeps asyncio's stream callback (which asks
+            # a cancelled task for its exception, Python 3.11) from printing a traceback
+            writer.close()
 
     @staticmethod
     async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, delay: float) -> None:

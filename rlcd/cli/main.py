@@ -95,7 +95,8 @@ def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "--log-level",
         default=default("warning"),
         choices=["debug", "info", "warning", "error"],
-        help="least severe log events shown (default warning)",
+        help="least severe log events shown (default warning; rlcd run logs at its config's "
+        "[log] level)",
     )
     parser.add_argument(
         "--log-format",
