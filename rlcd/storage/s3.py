@@ -259,6 +259,8 @@ def _client_args(config: S3Config) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _Reply:
+    """The answer to a request sent by a :class:`_Route`, its body read whole."""
+
     status: int
     headers: dict[str, str]
     body: bytes
