@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 
-import rlcd
+from rlcd import __version__
 from rlcd.cli import daemon as daemon_commands
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"rlcd {rlcd.__version__}")
+    parser.add_argument("--version", action="version", version=f"rlcd {__version__}")
     _add_log_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Subcommand)
 

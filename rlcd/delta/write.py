@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import rlcd
+from rlcd import __version__
 from rlcd.delta.actions import Action, CommitInfo, serialize_commit
 from rlcd.delta.log_path import commit_name
 from rlcd.storage.base import ObjectStore, PutResult
 
-__all__ = ("make_commit_info", "write_commit")
+__all__ = ("ENGINE_INFO", "make_commit_info", "write_commit")
+
+ENGINE_INFO = f"rlcd/{__version__}"
 
 
 def make_commit_info(
@@ -50,7 +52,7 @@ def make_commit_info(
             "isolationLevel": isolation_level,
             "isBlindAppend": is_blind_append,
             "operationMetrics": {k: str(v) for k, v in metrics.items()},
-            "engineInfo": f"rlcd/{rlcd.__version__}",
+            "engineInfo": ENGINE_INFO,
         },
     )
 
