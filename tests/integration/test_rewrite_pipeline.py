@@ -93,6 +93,15 @@ async def _plan(store: Any) -> tuple[Bin, RewriteSettings]:
     return bin_, rewrite_settings(snap, config, POLICY)
 
 
+@pytest.fixture(autouse=True)
+def _own_tempdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spilled sources go to this test's own temp dir: with tests in parallel, another test's
+    spills in the shared one would look like this test's leftovers."""
+    own = tmp_path.parent / f"{tmp_path.name}-tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+
+
 def _leftovers(path: Path) -> list[Path]:
     temp = [p for p in path.rglob("*") if p.name.endswith(".rlcd-tmp")]
     return temp + list(Path(tempfile.gettempdir()).glob("rlcd-source-*"))
