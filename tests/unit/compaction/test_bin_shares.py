@@ -9,7 +9,13 @@ import threading
 import pyarrow as pa
 import pytest
 
-from rlcd.compaction.rewrite import HANDOFF_BYTES, ROW_GROUP_BYTES, BinShares, _Handoff
+from rlcd.compaction.rewrite import (
+    HANDOFF_BYTES,
+    MAX_HANDOFF_BYTES,
+    ROW_GROUP_BYTES,
+    BinShares,
+    _Handoff,
+)
 
 SHARE = ROW_GROUP_BYTES + HANDOFF_BYTES
 
@@ -24,7 +30,7 @@ def test_room_grows_as_bins_finish_within_the_runs_bound(concurrency: int, bins:
     for remaining in range(bins, 0, -1):
         running = min(concurrency, remaining)
         room = shares.handoff_bytes()
-        assert room >= HANDOFF_BYTES
+        assert HANDOFF_BYTES <= room <= MAX_HANDOFF_BYTES
         assert running * (ROW_GROUP_BYTES + room) <= concurrency * SHARE
         if remaining >= concurrency:
             assert room == HANDOFF_BYTES
@@ -38,7 +44,7 @@ def test_last_bin_of_two_gets_the_others_share() -> None:
     shares._join(second)
     assert shares.handoff_bytes() == HANDOFF_BYTES
     shares._leave(first)
-    assert shares.handoff_bytes() == 2 * SHARE - ROW_GROUP_BYTES
+    assert shares.handoff_bytes() == min(MAX_HANDOFF_BYTES, 2 * SHARE - ROW_GROUP_BYTES)
 
 
 def test_a_waiting_decoder_is_woken_when_its_room_grows() -> None:
