@@ -33,7 +33,10 @@ def _ensure_venv() -> Path:
         print("bootstrap: installing rlcd and its test dependencies", file=sys.stderr)
         pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
         subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
-        subprocess.run([*pip, "install", "-e", f"{ROOT}[test,spark]"], check=True)
+        # setuptools warns on every editable install that a folder named like the package
+        # may shadow it: this checkout is that folder, by design
+        quiet = {**os.environ, "PYTHONWARNINGS": "ignore:Editable installation"}
+        subprocess.run([*pip, "install", "-e", f"{ROOT}[test,spark]"], check=True, env=quiet)
         STAMP.write_text(want)
     return python
 
