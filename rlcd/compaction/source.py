@@ -350,22 +350,66 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool
     """A batch with exactly ``target``'s columns, order, types and field metadata. Columns the
     file has but the table does not (dropped columns, ``_change_type``) are left out.
 
+    A file with the table's columns in the table's order, whose types differ at most by what
+    :func:`~rlcd.delta.schema.cast_compatible` allows at the leaves (e.g. the ``string_view``
+    that delta-rs stores), is cast by Arrow in one call: the same values as the column-by-column
+    way, at a third of its CPU on nested data.
+
     Raises:
         SchemaMismatchError: a column's type in the file is not one the table's type reads, or
             a column the table declares NOT NULL holds nulls.
         pyarrow.ArrowInvalid: a value does not fit the table's type (e.g. an unsigned overflow).
     """
-    fields = list(batch.schema)
-    columns = []
-    for f in target:
-        i = _find(fields, f, by_field_id)
-        column = _conform(
-            batch.column(i) if i is not None else None, f, batch.num_rows, by_field_id
-        )
+    same_shape = (
+        not by_field_id
+        and batch.schema.names == target.names
+        and all(_castable(f.type, t.type) for f, t in zip(batch.schema, target, strict=True))
+    )
+    columns = batch.columns if same_shape else _conformed_columns(batch, target, by_field_id)
+    for f, column in zip(target, columns, strict=True):
         if not f.nullable and column.null_count:
             raise SchemaMismatchError(
                 f"column {f.name!r} is NOT NULL in the table, but the file holds "
                 f"{column.null_count} null(s) there"
             )
-        columns.append(column)
+    if same_shape:
+        return batch.cast(target)
     return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _conformed_columns(
+    batch: pa.RecordBatch, target: pa.Schema, by_field_id: bool
+) -> list[pa.Array]:
+    """``target``'s columns from ``batch``, one by one, at every depth (see :func:`_conform`)."""
+    fields = list(batch.schema)
+    columns = []
+    for f in target:
+        i = _find(fields, f, by_field_id)
+        columns.append(
+            _conform(batch.column(i) if i is not None else None, f, batch.num_rows, by_field_id)
+        )
+    return columns
+
+
+def _castable(stored: pa.DataType, t: pa.DataType) -> bool:
+    """Whether Arrow's cast of a ``stored`` column to ``t`` gives what :func:`_conform` gives:
+    the same shape (struct fields by name, in order; lists; maps) down to leaves that are equal
+    or that Delta reads as the table's type value for value (a safe cast)."""
+    types = pa.types
+    if types.is_struct(stored) or types.is_struct(t):
+        return (
+            types.is_struct(stored)
+            and types.is_struct(t)
+            and [f.name for f in stored] == [f.name for f in t]
+            and all(_castable(a.type, b.type) for a, b in zip(stored, t, strict=True))
+        )
+    if types.is_map(stored) or types.is_map(t):
+        return (
+            types.is_map(stored)
+            and types.is_map(t)
+            and _castable(stored.key_type, t.key_type)
+            and _castable(stored.item_type, t.item_type)
+        )
+    if _is_list(stored) or _is_list(t):
+        return _is_list(stored) and _is_list(t) and _castable(stored.value_type, t.value_type)
+    return bool(stored == t or cast_compatible(stored, t))

@@ -10,7 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap64
 
-from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, conform_batch
+from rlcd.compaction.source import (
+    DecodedSource,
+    FetchedSource,
+    ReadOptions,
+    _conformed_columns,
+    conform_batch,
+)
 from rlcd.delta.actions import AddFile
 from rlcd.errors import CorruptDataError
 
@@ -180,3 +186,90 @@ def test_nulls_in_a_not_null_column_are_refused_naming_the_file() -> None:
     with pytest.raises(CorruptDataError, match="'c' is NOT NULL in the table") as info:
         _decode(pa.table({"c": pa.array([1, None], pa.int64())}), target)
     assert info.value.path == "f.parquet"
+
+
+def _view_table() -> pa.Table:
+    """What delta-rs leaves: string and binary columns stored as views, also nested."""
+    sv, bv = pa.string_view(), pa.binary_view()
+    return pa.table(
+        {
+            "s": pa.array(["a", None, "a much longer string than twelve bytes"], sv),
+            "b": pa.array([b"x", b"y" * 40, None], bv),
+            "st": pa.array(
+                [{"x": "p", "n": 1}, None, {"x": None, "n": 3}],
+                pa.struct([("x", sv), ("n", pa.int32())]),
+            ),
+            "l": pa.array([[{"v": b"q"}], [], None], pa.list_(pa.struct([("v", bv)]))),
+            "m": pa.array(
+                [[("k", ["v1", None])], None, [("k2", [])]],
+                pa.map_(sv, pa.list_(sv)),
+            ),
+        }
+    )
+
+
+_VIEW_TARGET = pa.schema(
+    [
+        pa.field("s", pa.string(), metadata=fid(1)),
+        pa.field("b", pa.binary(), metadata=fid(2)),
+        pa.field(
+            "st",
+            pa.struct([pa.field("x", pa.string(), metadata=fid(4)), ("n", pa.int64())]),
+            metadata=fid(3),
+        ),
+        pa.field("l", pa.list_(pa.struct([("v", pa.binary())])), metadata=fid(5)),
+        pa.field("m", pa.map_(pa.string(), pa.list_(pa.string())), metadata=fid(6)),
+    ]
+)
+
+
+def test_view_typed_files_are_cast_in_one_call_to_the_same_values() -> None:
+    """A file with the table's columns in order and only other encodings (views) or widenings
+    at the leaves takes Arrow's one-call cast: exactly what the column-by-column way gives,
+    field metadata included."""
+    batch = _view_table().to_batches()[0]
+    fast = conform_batch(batch, _VIEW_TARGET, by_field_id=False)
+    slow = pa.RecordBatch.from_arrays(
+        _conformed_columns(batch, _VIEW_TARGET, False), schema=_VIEW_TARGET
+    )
+    assert fast.schema.equals(_VIEW_TARGET, check_metadata=True)
+    assert fast.equals(slow)
+    assert fast.to_pylist() == _view_table().to_pylist()
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["reordered", "extra column", "missing column", "narrowing", "struct field renamed"],
+)
+def test_files_of_another_shape_are_conformed_column_by_column(change: str) -> None:
+    """Any other shape goes the column-by-column way: reordered, extra or missing columns,
+    a type Delta does not widen to the table's, a struct field by another name."""
+    table = _view_table()
+    target = _VIEW_TARGET
+    if change == "reordered":
+        table = table.select(["b", "s", "st", "l", "m"])
+    elif change == "extra column":
+        table = table.append_column("_change_type", pa.array(["x", "y", "z"]))
+    elif change == "missing column":
+        table = table.drop_columns(["m"])
+    elif change == "narrowing":
+        table = table.set_column(1, "b", pa.array([1, 2, None], pa.int64()))
+        target = target.set(1, pa.field("b", pa.int32()))
+    else:
+        renamed = pa.struct([("y", pa.string_view()), ("n", pa.int32())])
+        table = table.set_column(2, "st", table.column("st").cast(renamed))
+    batch = table.to_batches()[0]
+    out = conform_batch(batch, target, by_field_id=False)
+    assert out.schema.equals(target, check_metadata=True)
+    expected = {
+        "reordered": _view_table().to_pylist(),
+        "extra column": _view_table().to_pylist(),
+    }.get(change)
+    if expected is not None:
+        assert out.to_pylist() == expected
+    elif change == "missing column":
+        assert out.column("m").null_count == 3
+    elif change == "narrowing":
+        assert out.column("b").to_pylist() == [1, 2, None]
+    else:
+        assert out.column("st").to_pylist() == [{"x": None, "n": 1}, None, {"x": None, "n": 3}]
