@@ -412,4 +412,4 @@ def _castable(stored: pa.DataType, t: pa.DataType) -> bool:
         )
     if _is_list(stored) or _is_list(t):
         return _is_list(stored) and _is_list(t) and _castable(stored.value_type, t.value_type)
-    return bool(stored == t or cast_compatible(stored, t))
+    return cast_compatible(stored, t)
