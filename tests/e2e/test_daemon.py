@@ -372,3 +372,28 @@ def test_config_check_run_once_and_status_on_local_tables(tmp_path: Path) -> Non
     assert after.stdout.count("last rlcd compaction: version 3 at ") == 2
     for name in ("a", "b"):
         assert live_files(tmp_path / "tables" / name) == 1
+
+
+def test_run_once_with_an_unreadable_table_compacts_the_others_and_exits_1(
+    tmp_path: Path,
+) -> None:
+    """One pass over a healthy and an unreadable table: the healthy one is compacted, the
+    other is named in the log, the pass exits 1, and status exits 3 naming it."""
+    for name in ("good", "broken"):
+        for i in range(3):
+            append(tmp_path / "tables" / name, batch(i * 10, 10))
+    last = tmp_path / "tables" / "broken" / "_delta_log" / f"{2:020d}.json"
+    last.write_text('{"add": {"path": ')  # a commit cut short
+    (tmp_path / "rlcd.toml").write_text(LOCAL_CONFIG)
+    broken_before = sorted(p.name for p in (tmp_path / "tables" / "broken").rglob("*"))
+    once = rlcd_cli("run", "--config", "rlcd.toml", "--once", cwd=tmp_path)
+    assert once.returncode == 1, once.stdout + once.stderr
+    assert once.stdout.count('"event": "bin_committed"') == 1
+    failed = [line for line in once.stdout.splitlines() if '"event": "table_failed"' in line]
+    assert len(failed) == 1 and "tables/broken" in failed[0], once.stdout
+    assert "malformed commit" in failed[0] and "00000000000000000002.json" in failed[0]
+    assert live_files(tmp_path / "tables" / "good") == 1
+    assert sorted(p.name for p in (tmp_path / "tables" / "broken").rglob("*")) == broken_before
+    status = rlcd_cli("status", "--config", "rlcd.toml", cwd=tmp_path)
+    assert status.returncode == 3, status.stdout + status.stderr
+    assert "cannot read: malformed commit" in status.stdout
