@@ -10,9 +10,10 @@ column of a primitive type:
 - a dictionary only where the cardinality makes it pay: the distinct values, estimated for the
   whole row group, fit in the dictionary page limit and repeat (at least twice on average);
   never when a source's own dictionary page already exceeds the limit;
-- ``DELTA_BINARY_PACKED`` for integers, dates and timestamps whose consecutive values are close
-  (sorted or nearly so): the size the encoder would need, estimated as it packs (the bit width
-  of the deltas in each miniblock of 32), is at most half the plain size;
+- ``DELTA_BINARY_PACKED`` for integers, dates, timestamps and decimals of up to 18 digits (stored
+  as INT32 or INT64) whose consecutive values are close (sorted or nearly so): the size the
+  encoder would need, estimated as it packs (the bit width of the deltas in each miniblock of
+  32), is at most half the plain size;
 - plain otherwise.
 
 Nested columns and booleans keep the conservative choice (a dictionary while it stays small).
@@ -145,7 +146,7 @@ def _choose(
             )
         dictionary = f"~{estimate} distinct values of {width:.0f} B"
     if _delta_packable(t):
-        packed, plain = _delta_bytes(sample), live * t.bit_width // 8
+        packed, plain = _delta_bytes(sample), live * _physical_bits(t) // 8
         if packed * 2 <= plain:
             return EncodingChoice(
                 name, DELTA_BINARY_PACKED, f"{dictionary}; deltas pack {plain} B into ~{packed} B"
@@ -210,11 +211,31 @@ def _variable_width(t: pa.DataType) -> bool:
 
 
 def _delta_packable(t: pa.DataType) -> bool:
-    """Integers, dates and timestamps: INT32 and INT64 columns that Delta readers decode in
-    ``DELTA_BINARY_PACKED``."""
+    """Integers, dates, timestamps and decimals of up to 18 digits: INT32 and INT64 columns
+    that Delta readers decode in ``DELTA_BINARY_PACKED``."""
+    if pa.types.is_decimal128(t):
+        return bool(t.precision <= 18)
     return bool(
         pa.types.is_signed_integer(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t)
     ) and t.bit_width in (32, 64)
+
+
+def _physical_bits(t: pa.DataType) -> int:
+    """The width of a delta-packable type's Parquet values."""
+    if pa.types.is_decimal128(t):
+        return 32 if t.precision <= 9 else 64
+    return int(t.bit_width)
+
+
+def _integers(live: pa.Array) -> np.ndarray:
+    """The Parquet integers of non-null values: a decimal's unscaled value (the low half of its
+    128 bits, which holds it whole up to 18 digits), the others' own bits."""
+    if pa.types.is_decimal128(live.type):
+        words: np.ndarray = np.frombuffer(live.buffers()[1], dtype=np.int64)
+        return words[2 * live.offset : 2 * (live.offset + len(live)) : 2]
+    physical = pa.int64() if live.type.bit_width == 64 else pa.int32()
+    values: np.ndarray = live.view(physical).to_numpy().astype(np.int64)
+    return values
 
 
 def _delta_bytes(sample: pa.ChunkedArray) -> int:
@@ -223,9 +244,7 @@ def _delta_bytes(sample: pa.ChunkedArray) -> int:
     of their range."""
     total = 0
     for chunk in sample.chunks:
-        live = chunk.drop_null()
-        physical = pa.int64() if live.type.bit_width == 64 else pa.int32()
-        values = live.view(physical).to_numpy().astype(np.int64)
+        values = _integers(chunk.drop_null())
         if len(values) < 2:
             total += 8 * len(values)
             continue

@@ -26,6 +26,11 @@ def chosen(table: pa.Table, footers: list[pq.FileMetaData] | None = None) -> dic
     return {c.column: c.encoding for c in encodings.choices}
 
 
+def decimals(cents: np.ndarray, precision: int) -> pa.Array:
+    """Decimals of scale 2 whose unscaled values are ``cents``."""
+    return pa.array(cents / 100).cast(pa.decimal128(precision, 2))
+
+
 def footer_of(table: pa.Table, **writer: object) -> pq.FileMetaData:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, **writer)
@@ -47,6 +52,10 @@ def footer_of(table: pa.Table, **writer: object) -> pq.FileMetaData:
         (pa.array([f"customer-{i}" for i in RNG.integers(0, 10**9, ROWS)]), PLAIN),
         (pa.array([["red", "green", "blue"][i % 3] for i in range(ROWS)]), DICTIONARY),
         (pa.nulls(ROWS, pa.int64()), PLAIN),
+        (decimals(np.arange(ROWS) * 7 - ROWS, 18), DELTA_BINARY_PACKED),
+        (decimals(np.arange(ROWS), 9), DELTA_BINARY_PACKED),
+        (decimals(RNG.integers(-(10**12), 10**12, ROWS), 18), PLAIN),
+        (decimals(np.arange(ROWS), 38), PLAIN),
     ],
     ids=[
         "sorted-int64",
@@ -61,11 +70,15 @@ def footer_of(table: pa.Table, **writer: object) -> pq.FileMetaData:
         "random-strings",
         "three-strings",
         "all-null",
+        "sorted-decimal-int64",
+        "sorted-decimal-int32",
+        "random-decimal",
+        "sorted-wide-decimal",
     ],
 )
 def test_choice_follows_the_data(values: pa.Array, expected: str) -> None:
-    """A dictionary where few values repeat, delta packing where neighbours are close, plain
-    for the rest."""
+    """A dictionary where few values repeat, delta packing where neighbours are close (also for
+    decimals stored as integers, not for wider ones), plain for the rest."""
     assert chosen(pa.table({"c": values})) == {"c": expected}
 
 
