@@ -30,7 +30,12 @@ def add_commands(sub: Any) -> None:
         "drains the bins in flight and exits 0.",
     )
     run.add_argument("--config", required=True, help="the TOML config (config/rlcd.toml)")
-    run.add_argument("--once", action="store_true", help="one pass over the tables, then exit")
+    run.add_argument(
+        "--once",
+        action="store_true",
+        help="one pass over the tables, then exit: 0, or the worst failing table's exit code "
+        "(4 storage failed, 3 table unreadable, 1 another failure)",
+    )
     run.add_argument("--instance", type=int, help="this shard's instance (overrides the file)")
 
     config = sub.add_parser(
@@ -61,9 +66,11 @@ def add_commands(sub: Any) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    """0, or after ``--once`` the worst of the failing tables' exit codes (4 over 3 over 1)."""
+    from rlcd.cli.main import worst_exit_code
     from rlcd.daemon.app import run_daemon
 
-    return await run_daemon(args.config, once=args.once, instance=args.instance)
+    return worst_exit_code(await run_daemon(args.config, once=args.once, instance=args.instance))
 
 
 async def _config(args: argparse.Namespace) -> int:

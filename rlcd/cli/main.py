@@ -29,7 +29,7 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compact
     from rlcd.delta.actions import Protocol
     from rlcd.storage import ObjectStore
 
-__all__ = ("main", "exit_code", "error_exit_code")
+__all__ = ("main", "exit_code", "error_exit_code", "worst_exit_code")
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_TABLE, EXIT_STORAGE = 0, 1, 2, 3, 4
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -84,7 +84,18 @@ def exit_code(report: CompactionReport) -> int:
 
 def error_exit_code(exc: RlcdError) -> int:
     """The exit code of a command that stopped on ``exc`` (see the module docstring)."""
-    return next(code for kind, code in _EXIT_CODES if isinstance(exc, kind))
+    return exit_code_of(type(exc))
+
+
+def exit_code_of(kind: type[BaseException]) -> int:
+    """The exit code for an error of type ``kind``; 1 for one that is not rlcd's own."""
+    return next((code for k, code in _EXIT_CODES if issubclass(kind, k)), EXIT_PROBLEM)
+
+
+def worst_exit_code(kinds: Iterable[type[BaseException]]) -> int:
+    """The exit code of a run whose tables failed with errors of these types: the highest of
+    theirs (storage failed over a table unreadable over another problem); 0 for none."""
+    return max(map(exit_code_of, kinds), default=EXIT_OK)
 
 
 def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:

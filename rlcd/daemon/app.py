@@ -100,9 +100,9 @@ class Daemon:
         self.supervisor.apply(settings)
         log.info("config_reloaded", path=self.path, tables=len(settings.tables))
 
-    async def serve(self, *, once: bool, stream: TextIO) -> int:
-        """Run until SIGTERM/SIGINT (or one pass with ``once``); returns the exit code: 0, or
-        1 when ``once`` left a table failing."""
+    async def serve(self, *, once: bool, stream: TextIO) -> tuple[type[BaseException], ...]:
+        """Run until SIGTERM/SIGINT (or one pass with ``once``); returns, after one pass, the
+        types of the errors of the tables it left failing (none when stopped by a signal)."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals, stream)
             await tg.start(run_watchdog, self.notifier)
@@ -118,8 +118,7 @@ class Daemon:
             self.notifier.stopping("stopped")
             tg.cancel_scope.cancel()
         log.info("daemon_stopped")
-        failing = [s.table for s in self.supervisor.status() if s.last_error is not None]
-        return 1 if once and failing else 0
+        return self.supervisor.failures() if once else ()
 
     async def _signals(self, stream: TextIO) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -139,9 +138,9 @@ def _load(path: str, instance: int | None) -> Settings:
 
 async def run_daemon(
     path: str, *, once: bool = False, instance: int | None = None, stream: TextIO | None = None
-) -> int:
+) -> tuple[type[BaseException], ...]:
     """``rlcd run``: the daemon of the config at ``path``, logging JSON lines (console on a
-    TTY) to ``stream`` (stdout).
+    TTY) to ``stream`` (stdout). Returns what :meth:`Daemon.serve` returns.
 
     Raises:
         ConfigError: the config is invalid; nothing was started.

@@ -176,6 +176,9 @@ class Supervisor:
         self._started = False
         self._poll_now = False
         self._errors_at: dict[str, float] = {}
+        # each table's last error's type, for ``failures`` (not the error: its traceback would
+        # keep what the failed run held alive)
+        self._error_types: dict[str, type[BaseException]] = {}
         self._wake = anyio.Event()
         self._work: anyio.abc.TaskGroup | None = None
 
@@ -210,6 +213,10 @@ class Supervisor:
             for s in self.status()
         }
         return Health(status, tables)
+
+    def failures(self) -> tuple[type[BaseException], ...]:
+        """The type of the last error of every watched table failing now, sorted by URI."""
+        return tuple(self._error_types[s.table] for s in self.status() if s.last_error is not None)
 
     def status(self) -> list[TableStatus]:
         """Every watched table, sorted by URI."""
@@ -408,6 +415,7 @@ class Supervisor:
         now_s = self._wall_ms() / 1000
         self.metrics.record_error(t.name, exc, now_s=now_s)
         self._errors_at[t.name] = now_s
+        self._error_types[t.name] = type(exc)
         unsupported = isinstance(exc, UnsupportedFeatureError)
         message = str(exc) or type(exc).__name__
         self._schedule, news = self._schedule.failed(

@@ -374,11 +374,12 @@ def test_config_check_run_once_and_status_on_local_tables(tmp_path: Path) -> Non
         assert live_files(tmp_path / "tables" / name) == 1
 
 
-def test_run_once_with_an_unreadable_table_compacts_the_others_and_exits_1(
+def test_run_once_with_an_unreadable_table_compacts_the_others_and_exits_3(
     tmp_path: Path,
 ) -> None:
     """One pass over a healthy and an unreadable table: the healthy one is compacted, the
-    other is named in the log, the pass exits 1, and status exits 3 naming it."""
+    other is named in the log, and the pass exits 3 (the table cannot be read), as status
+    does naming it."""
     for name in ("good", "broken"):
         for i in range(3):
             append(tmp_path / "tables" / name, batch(i * 10, 10))
@@ -387,7 +388,7 @@ def test_run_once_with_an_unreadable_table_compacts_the_others_and_exits_1(
     (tmp_path / "rlcd.toml").write_text(LOCAL_CONFIG)
     broken_before = sorted(p.name for p in (tmp_path / "tables" / "broken").rglob("*"))
     once = rlcd_cli("run", "--config", "rlcd.toml", "--once", cwd=tmp_path)
-    assert once.returncode == 1, once.stdout + once.stderr
+    assert once.returncode == 3, once.stdout + once.stderr
     assert once.stdout.count('"event": "bin_committed"') == 1
     failed = [line for line in once.stdout.splitlines() if '"event": "table_failed"' in line]
     assert len(failed) == 1 and "tables/broken" in failed[0], once.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlcd.cli.main import exit_code
+from rlcd.cli.main import exit_code, worst_exit_code
 from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
@@ -62,3 +62,21 @@ def test_storage_wins_over_every_other_failure(kinds: tuple[FailureKind, ...], c
 def test_a_rewrite_error_has_the_kind_of_its_cause(error: Exception, kind: FailureKind) -> None:
     """A missing or corrupt source is bad data, not storage; the store failing is storage."""
     assert FailureKind.of(error) is kind
+
+
+@pytest.mark.parametrize(
+    ("kinds", "code"),
+    [
+        ((), 0),
+        ((ValueError,), 1),
+        ((InternalError,), 1),
+        ((CorruptDataError, ValueError), 3),
+        ((MissingDataFileError, RetriesExhaustedError, InternalError), 4),
+    ],
+)
+def test_run_once_exits_with_the_worst_failing_tables_code(
+    kinds: tuple[type[BaseException], ...], code: int
+) -> None:
+    """``rlcd run --once`` gives what ``compact`` would for each failing table's error (an
+    error that is not rlcd's is 1), the worst of them: storage over an unreadable table."""
+    assert worst_exit_code(kinds) == code
