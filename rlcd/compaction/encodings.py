@@ -231,6 +231,8 @@ def _integers(live: pa.Array) -> np.ndarray:
     """The Parquet integers of non-null values: a decimal's unscaled value (the low half of its
     128 bits, which holds it whole up to 18 digits), the others' own bits."""
     if pa.types.is_decimal128(live.type):
+        if not len(live):  # its data buffer may be absent
+            return np.empty(0, np.int64)
         words: np.ndarray = np.frombuffer(live.buffers()[1], dtype=np.int64)
         return words[2 * live.offset : 2 * (live.offset + len(live)) : 2]
     physical = pa.int64() if live.type.bit_width == 64 else pa.int32()

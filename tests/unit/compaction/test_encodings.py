@@ -82,6 +82,16 @@ def test_choice_follows_the_data(values: pa.Array, expected: str) -> None:
     assert chosen(pa.table({"c": values})) == {"c": expected}
 
 
+def test_a_sample_block_of_nulls_only_is_no_obstacle() -> None:
+    """A run of null decimals between sorted ones (a sample block with no value) still
+    packs."""
+    cents = np.arange(ROWS) * 3
+    values = pa.array(cents / 100, mask=(cents > ROWS) & (cents < 2 * ROWS)).cast(
+        pa.decimal128(18, 2)
+    )
+    assert chosen(pa.table({"d": values})) == {"d": DELTA_BINARY_PACKED}
+
+
 def test_nearly_sorted_integers_are_delta_packed() -> None:
     """Timestamps that arrive mostly in order (small jitter, nulls between) still pack."""
     base = np.arange(ROWS, dtype=np.int64) * 1_000_000 + RNG.integers(-5_000, 5_000, ROWS)
