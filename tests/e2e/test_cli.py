@@ -153,6 +153,26 @@ def test_the_command_runs_arrow_on_jemalloc_unless_told_otherwise(
     assert done.stdout.strip() == pool
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="counts threads in /proc")
+@pytest.mark.parametrize(("setting", "threads"), [(None, 0), ("2", 1)])
+def test_the_command_starts_no_blas_threads_unless_told_to(
+    setting: str | None, threads: int
+) -> None:
+    """numpy's OpenBLAS, which rlcd never calls, starts no worker thread in the command's
+    process; a user's OPENBLAS_NUM_THREADS still wins."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if setting is not None:
+        env["OPENBLAS_NUM_THREADS"] = setting
+    code = (
+        "import os, rlcd.cli.main; before = len(os.listdir('/proc/self/task')); import numpy; "
+        "print(len(os.listdir('/proc/self/task')) - before)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert int(done.stdout) == threads
+
+
 def test_logging_options_work_after_the_subcommand_too(tmp_path: Path) -> None:
     """--log-level and --log-format are taken before or after the subcommand alike."""
     partitioned(tmp_path)
