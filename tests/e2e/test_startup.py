@@ -4,12 +4,14 @@ for the stack its table needs."""
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import fixture_table
 from tests.e2e.cli import rlcd
 from tests.integration.tables import partitioned
 
@@ -73,3 +75,12 @@ def test_local_compaction_imports_no_s3_module(tmp_path: Path) -> None:
     assert "rlcd.compaction.rewrite" in names  # it did compact
     assert _under(names, S3_STACK) == set()
     assert "rlcd.delta.predicate" not in names
+
+
+def test_reading_a_checkpoint_builds_no_dataset(tmp_path: Path) -> None:
+    """A checkpoint is one Parquet file, read as one: pyarrow.dataset is not imported."""
+    table = tmp_path / "t"
+    shutil.copytree(fixture_table("basic-dv-with-checkpoint"), table)
+    names = imported("verify", str(table))
+    assert "rlcd.delta.checkpoint" in names  # it did read the checkpoint
+    assert "pyarrow.dataset" not in names
