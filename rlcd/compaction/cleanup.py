@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
+from rlcd._tasks import gather
 from rlcd.compaction.orphans import (
     DEFAULT_GRACE_S,
     FileReference,
@@ -88,12 +89,18 @@ async def clean_table(
         StorageError: the store failed listing or reading the log.
     """
     table = store.root
-    uploads = [
-        u async for u in store.list_uploads("") if expired_upload(u, now_ms=now_ms, grace_s=grace_s)
-    ]
-    candidates = [
-        m async for m in store.list("") if expired_file(m, now_ms=now_ms, grace_s=grace_s)
-    ]
+
+    async def expired_uploads() -> list[PendingUpload]:
+        return [
+            u
+            async for u in store.list_uploads("")
+            if expired_upload(u, now_ms=now_ms, grace_s=grace_s)
+        ]
+
+    async def expired_files() -> list[ObjectMeta]:
+        return [m async for m in store.list("") if expired_file(m, now_ms=now_ms, grace_s=grace_s)]
+
+    uploads, candidates = await gather(expired_uploads(), expired_files())
     skipped: str | None = None
     orphans: tuple[ObjectMeta, ...] = ()
     if candidates:

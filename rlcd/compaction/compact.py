@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import anyio
 import structlog
 
+from rlcd._tasks import gather
 from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.commit import (
     BinResult,
@@ -31,7 +32,7 @@ from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, re
 from rlcd.compaction.source import ReadOptions
 from rlcd.compaction.stats import stats_spec
 from rlcd.delta.actions import AddFile
-from rlcd.delta.coordination import ensure_put_if_absent_writers
+from rlcd.delta.coordination import external_commit_temp, refuse_external_commits
 from rlcd.delta.load import load_snapshot, read_commits_after, table_config
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
@@ -227,14 +228,17 @@ async def compact_table(
         CorruptLogError: the log or schema cannot be used.
         StorageError: the store failed while loading or committing.
     """
-    cleanup = None
-    if orphan_grace_s is not None:
-        cleanup = await _clean(store, orphan_grace_s, now_ms(), dry_run=dry_run)
-    if snapshot is None:
-        snapshot = await load_snapshot(store)
+    # the cleanup, the log and the coordination check are independent: one round trip for all
+    clean = None if orphan_grace_s is None else _clean(store, orphan_grace_s, now_ms(), dry_run)
+    cleanup, loaded, temp = await gather(
+        clean,
+        None if snapshot is not None else load_snapshot(store),
+        external_commit_temp(store),
+    )
+    snapshot = snapshot if snapshot is not None else loaded
     config = table_config(snapshot)
     config.ensure_writable()
-    await ensure_put_if_absent_writers(store, version=snapshot.version)
+    refuse_external_commits(temp, table=store.root, version=snapshot.version)
     policy, bins = plan_table(
         snapshot, policy, before_ms=now_ms() - min_file_age_ms if min_file_age_ms else None
     )
@@ -356,9 +360,7 @@ async def _failed_commit(
     return StorageError(f"{reason}; {kept}", operation=exc.operation, key=exc.key)
 
 
-async def _clean(
-    store: ObjectStore, grace_s: float, now_ms: int, *, dry_run: bool
-) -> CleanupReport:
+async def _clean(store: ObjectStore, grace_s: float, now_ms: int, dry_run: bool) -> CleanupReport:
     """The cleanup before a run; a store refusing it (say, no permission to list uploads)
     leaves the leftovers for later but must not stop the compaction."""
     try:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Final
 
+from rlcd._tasks import gather
 from rlcd.delta.log_path import LOG_DIR
 from rlcd.errors import UnsupportedFeatureError
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("ensure_put_if_absent_writers",)
+__all__ = ("ensure_put_if_absent_writers", "external_commit_temp", "refuse_external_commits")
 
 EXTERNAL_COMMIT_TEMPS: Final = (
     f"{LOG_DIR}/.tmp/",  # Spark's S3DynamoDBLogStore: .tmp/N.json.<uuid>
@@ -31,19 +32,40 @@ async def ensure_put_if_absent_writers(store: ObjectStore, *, version: int) -> N
     always: its writers rename without replacing, which is put-if-absent too).
 
     Raises:
+        UnsupportedFeatureError: as :func:`refuse_external_commits`.
+    """
+    refuse_external_commits(await external_commit_temp(store), table=store.root, version=version)
+
+
+async def external_commit_temp(store: ObjectStore) -> str | None:
+    """The key of a temporary commit file in the log, if there is one (both prefixes are
+    listed at once); never one on local disk."""
+    if store.local_files() is not None:
+        return None
+
+    async def first(prefix: str) -> str | None:
+        async for meta in store.list(prefix):
+            return meta.key
+        return None
+
+    found = await gather(*(first(prefix) for prefix in EXTERNAL_COMMIT_TEMPS))
+    return next((key for key in found if key is not None), None)
+
+
+def refuse_external_commits(temp: str | None, *, table: str, version: int) -> None:
+    """Raise if ``temp`` (from :func:`external_commit_temp`) names a temporary commit file.
+
+    Raises:
         UnsupportedFeatureError: the log holds a temporary commit file of a writer that commits
             through DynamoDB or by renames; the message names the file.
     """
-    if store.local_files() is not None:
-        return
-    for prefix in EXTERNAL_COMMIT_TEMPS:
-        async for meta in store.list(prefix):
-            raise UnsupportedFeatureError(
-                f"the log holds {meta.key}, the temporary commit file of a writer that commits "
-                "through DynamoDB or by renaming (Spark's S3DynamoDBLogStore, delta-rs 1.6.0 or "
-                "older): such writers do not see rlcd's put-if-absent commits, and one could "
-                "overwrite the other's; refusing to write",
-                table=store.root,
-                features=("externalCommitCoordination",),
-                version=version,
-            )
+    if temp is not None:
+        raise UnsupportedFeatureError(
+            f"the log holds {temp}, the temporary commit file of a writer that commits "
+            "through DynamoDB or by renaming (Spark's S3DynamoDBLogStore, delta-rs 1.6.0 or "
+            "older): such writers do not see rlcd's put-if-absent commits, and one could "
+            "overwrite the other's; refusing to write",
+            table=table,
+            features=("externalCommitCoordination",),
+            version=version,
+        )
