@@ -153,13 +153,13 @@ def test_the_command_runs_arrow_on_jemalloc_unless_told_otherwise(
     assert done.stdout.strip() == pool
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="counts threads in /proc")
 @pytest.mark.parametrize(("setting", "threads"), [(None, 0), ("2", 1)])
 def test_the_command_starts_no_blas_threads_unless_told_to(
     setting: str | None, threads: int
 ) -> None:
     """numpy's OpenBLAS, which rlcd never calls, starts no worker thread in the command's
-    process; a user's OPENBLAS_NUM_THREADS still wins."""
+    process (threads counted in Linux's /proc, where rlcd runs); a user's OPENBLAS_NUM_THREADS
+    still wins."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if setting is not None:
         env["OPENBLAS_NUM_THREADS"] = setting
