@@ -229,9 +229,10 @@ async def compact_table(
         StorageError: the store failed while loading or committing.
     """
     # the cleanup, the log and the coordination check are independent: one round trip for all
-    clean = None if orphan_grace_s is None else _clean(store, orphan_grace_s, now_ms(), dry_run)
     cleanup, loaded, temp = await gather(
-        clean,
+        None
+        if orphan_grace_s is None
+        else _clean(store, orphan_grace_s, now_ms(), dry_run=dry_run),
         None if snapshot is not None else load_snapshot(store),
         external_commit_temp(store),
     )
@@ -360,7 +361,9 @@ async def _failed_commit(
     return StorageError(f"{reason}; {kept}", operation=exc.operation, key=exc.key)
 
 
-async def _clean(store: ObjectStore, grace_s: float, now_ms: int, dry_run: bool) -> CleanupReport:
+async def _clean(
+    store: ObjectStore, grace_s: float, now_ms: int, *, dry_run: bool
+) -> CleanupReport:
     """The cleanup before a run; a store refusing it (say, no permission to list uploads)
     leaves the leftovers for later but must not stop the compaction."""
     try:
