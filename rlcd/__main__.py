@@ -1,5 +1,5 @@
 """``python -m rlcd`` runs the command line."""
 
-from rlcd.cli.main import main
+from rlcd.cli.main import run
 
-raise SystemExit(main())
+run()

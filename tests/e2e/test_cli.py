@@ -173,6 +173,33 @@ def test_the_command_starts_no_blas_threads_unless_told_to(
     assert int(done.stdout) == threads
 
 
+@pytest.mark.parametrize(("args", "code"), [((), 0), (("--target-size", "1m"), 2)])
+def test_the_command_exits_without_teardown_but_with_all_its_output(
+    tmp_path: Path, args: tuple[str, ...], code: int
+) -> None:
+    """The command skips the interpreter's teardown (no atexit handler runs), yet its exit code
+    is the command's and its output, block-buffered into files, arrives whole."""
+    partitioned(tmp_path / "t")
+    script = (
+        "import atexit, sys; atexit.register(print, 'torn down', file=sys.stderr); "
+        "sys.argv[0] = 'rlcd'; from rlcd.cli.main import run; run()"
+    )
+    with (tmp_path / "out").open("w") as out, (tmp_path / "err").open("w") as err:
+        done = subprocess.run(
+            [sys.executable, "-c", script, "compact", str(tmp_path / "t"), *args],
+            stdout=out,
+            stderr=err,
+            timeout=120,
+        )
+    assert done.returncode == code
+    stdout, stderr = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
+    assert "torn down" not in stderr
+    if code == 0:
+        assert stdout.endswith("\n") and "committed version 8: 2 bins, 8 files" in stdout
+    else:
+        assert "1MiB" in stderr and stdout == ""
+
+
 def test_logging_options_work_after_the_subcommand_too(tmp_path: Path) -> None:
     """--log-level and --log-format are taken before or after the subcommand alike."""
     partitioned(tmp_path)
