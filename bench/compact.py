@@ -202,17 +202,20 @@ def _parquet_sizes(path: Path) -> dict[str, int]:
 
 
 _COMMAND = """
-import atexit, json, runpy, sys
+import json, os, runpy, sys
 def peak():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
-out, sys.argv = sys.argv[1], ["rlcd", *sys.argv[2:]]
-atexit.register(lambda: open(out, "w").write(json.dumps({"max_rss_kib": peak()})))
+out, sys.argv, exit_now = sys.argv[1], ["rlcd", *sys.argv[2:]], os._exit
+def record_then_exit(code):
+    open(out, "w").write(json.dumps({"max_rss_kib": peak()}))
+    exit_now(code)
+os._exit = record_then_exit
 runpy.run_module("rlcd", run_name="__main__", alter_sys=True)
 """
-"""The command as ``python -m rlcd`` runs it, its peak RSS written at exit (``-c``: nothing of
-this script is imported into it)."""
+"""The command as ``python -m rlcd`` runs it, its peak RSS written as it exits (the command
+ends with ``os._exit``; ``-c``: nothing of this script is imported into it)."""
 
 
 def _command(name: str, uri: str, target: int, result: Path) -> list[str]:
