@@ -28,6 +28,10 @@ medians over repetitions of the ratio within one repetition (a slow spell of the
 both of a pair); peak RSS compares the highest of each. Absolute numbers on a shared machine
 are noise; the ratios are measured under the same noise.
 
+Each run also reports the share of the machine's CPU capacity the hypervisor stole during it
+(``/proc/stat``): on a shared host a compactor gets only the cores not stolen, so where much
+is stolen wall time follows CPU time, and the throughput ratio follows the CPU ratio.
+
 ``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (the bench
 shape, one commit) as a single bin with rlcd, and reports its peak RSS per size.
 
@@ -225,6 +229,16 @@ def _command(name: str, uri: str, target: int, result: Path) -> list[str]:
     return [sys.executable, "-c", _COMMAND, str(result), *args]
 
 
+def _stolen_seconds() -> float:
+    """CPU time the hypervisor gave other guests while this one's vCPUs had work (all vCPUs;
+    the ``steal`` column of ``/proc/stat``; 0 where there is none)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 def _spawn(name: str, uri: str, target: int, env: dict[str, str]) -> dict[str, float]:
     """Run one contender in a fresh process; its whole-process figures from ``wait4``."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
@@ -233,16 +247,21 @@ def _spawn(name: str, uri: str, target: int, env: dict[str, str]) -> dict[str, f
         argv = _command(name, uri, target, result)
     else:
         argv = [sys.executable, __file__, "--child", name, uri, str(target), str(result)]
-    start = time.perf_counter()
+    start, stolen = time.perf_counter(), _stolen_seconds()
     proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
+    stolen = _stolen_seconds() - stolen
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed with exit code {proc.returncode}")
     run = json.loads(result.read_text())
     result.unlink()
-    run.update(seconds=seconds, cpu_seconds=usage.ru_utime + usage.ru_stime)
+    run.update(
+        seconds=seconds,
+        cpu_seconds=usage.ru_utime + usage.ru_stime,
+        steal_share=stolen / (seconds * (os.cpu_count() or 1)),
+    )
     # the command's work is the whole process
     run.setdefault("work_seconds", seconds)
     run.setdefault("work_cpu_seconds", run["cpu_seconds"])
@@ -300,7 +319,7 @@ def _line(name: str, run: dict[str, Any]) -> str:
     text = (
         f"{name:17s} {run['seconds']:6.2f} s ({run['work_seconds']:.2f} s compacting), "
         f"CPU {run['cpu_seconds']:.2f} s, peak RSS {run['max_rss_kib'] / 1024:.0f} MiB, "
-        f"wrote {run['output_bytes'] / 2**20:.1f} MiB"
+        f"wrote {run['output_bytes'] / 2**20:.1f} MiB, host stole {run['steal_share']:.0%}"
     )
     if "requests" in run:
         text += f", {run['requests']} requests {run['requests_by_method']}"
@@ -327,6 +346,7 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
             "mib_per_s": size / 2**20 / seconds,
             "peak_rss_mib": max(x["max_rss_kib"] for x in results) / 1024,
             "output_mib": statistics.median(x["output_bytes"] for x in results) / 2**20,
+            "median_steal_share": statistics.median(x["steal_share"] for x in results),
             "runs": results,
         }
         if "requests" in results[0]:
@@ -339,14 +359,14 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
 
     print(
         f"\n{'contender':17s} {'MiB/s':>7s} {'wall s':>7s} {'work s':>7s} {'CPU s':>6s} "
-        f"{'RSS MiB':>8s} {'out MiB':>8s}"
+        f"{'RSS MiB':>8s} {'out MiB':>8s} {'stolen':>6s}"
     )
     for name in contenders:
         s = summary[name]
         print(
             f"{name:17s} {s['mib_per_s']:7.1f} {s['median_seconds']:7.2f} "
             f"{s['median_work_seconds']:7.2f} {s['median_cpu_seconds']:6.2f} "
-            f"{s['peak_rss_mib']:8.0f} {s['output_mib']:8.1f}"
+            f"{s['peak_rss_mib']:8.0f} {s['output_mib']:8.1f} {s['median_steal_share']:6.0%}"
             + (f"  {s['median_requests']:.0f} requests" if "median_requests" in s else "")
         )
     ratios: dict[str, Any] = {}
