@@ -373,7 +373,8 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool
                 f"{column.null_count} null(s) there"
             )
     if same_shape:
-        return batch.cast(target)
+        # a file written in the table's schema (the usual case) needs no cast at all
+        return batch if batch.schema.equals(target, check_metadata=True) else batch.cast(target)
     return pa.RecordBatch.from_arrays(columns, schema=target)
 
 

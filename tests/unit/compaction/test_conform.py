@@ -237,6 +237,16 @@ def test_view_typed_files_are_cast_in_one_call_to_the_same_values() -> None:
     assert fast.to_pylist() == _view_table().to_pylist()
 
 
+def test_a_batch_in_the_tables_schema_passes_as_it_is() -> None:
+    """A file written in exactly the table's schema (field metadata included) is not cast: the
+    batch itself comes back. One that differs only in field metadata gets the table's."""
+    batch = _view_table().cast(_VIEW_TARGET).to_batches()[0]
+    assert conform_batch(batch, _VIEW_TARGET, by_field_id=False) is batch
+    bare = pa.RecordBatch.from_arrays(batch.columns, names=_VIEW_TARGET.names)
+    out = conform_batch(bare, _VIEW_TARGET, by_field_id=False)
+    assert out.schema.equals(_VIEW_TARGET, check_metadata=True) and out.equals(batch)
+
+
 @pytest.mark.parametrize(
     "change",
     ["reordered", "extra column", "missing column", "narrowing", "struct field renamed"],
