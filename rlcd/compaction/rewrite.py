@@ -160,7 +160,12 @@ def parquet_writer(
 ) -> pq.ParquetWriter:
     """The writer of a bin's output file. Decimals of up to 18 digits are stored as INT32 or
     INT64, as Spark stores them (smaller and cheaper than pyarrow's fixed-length default).
-    Without ``encodings`` every column may take a dictionary (while it stays small)."""
+    Without ``encodings`` every column may take a dictionary (while it stays small).
+
+    Pages end at pyarrow's 1 MiB data page size, not at its default of 20,000 rows: each page
+    is compressed with a codec context of its own, and on columns of small values (dictionary
+    indices, booleans, nested levels) those many small pages cost more to set up than to
+    compress."""
     return pq.ParquetWriter(
         where,
         settings.read.target,
@@ -171,6 +176,7 @@ def parquet_writer(
         write_statistics=True,
         use_compliant_nested_type=True,
         store_decimal_as_integer=True,
+        max_rows_per_page=settings.row_group_rows,
     )
 
 
