@@ -15,7 +15,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import anyio.to_thread
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = (
     "ReadOptions",
     "FetchedSource",
     "DecodedSource",
+    "footer_without_arrow_schema",
     "fetch_source",
     "conform_batch",
     "SchemaMismatchError",
@@ -171,6 +172,12 @@ class DecodedSource:
             elif source.file is not None:
                 handle = source.file
             self._parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+            if isinstance(handle, pa.NativeFile):  # a spilled source keeps it: cast later
+                bare = footer_without_arrow_schema(handle, self._parquet.metadata)
+                if bare is not None:
+                    self._parquet = pq.ParquetFile(
+                        handle, metadata=bare, coerce_int96_timestamp_unit="us"
+                    )
         except (pa.ArrowException, OSError) as exc:
             raise CorruptDataError(f"not a readable Parquet file: {exc}", **self._where) from exc
         self.footer: pq.FileMetaData = self._parquet.metadata
@@ -217,6 +224,42 @@ class DecodedSource:
             raise CorruptDataError(
                 f"footer says {self.physical_rows} rows but {start} were read", **self._where
             )
+
+
+_ARROW_SCHEMA: Final = b"ARROW:schema"
+_STORED_KEY: Final = b"\x18\x0c" + _ARROW_SCHEMA  # thrift compact: field 1, binary, 12 bytes
+_HIDDEN_KEY: Final = b"\x18\x0cARROW:schem_"
+
+
+def footer_without_arrow_schema(
+    handle: pa.NativeFile, footer: pq.FileMetaData
+) -> pq.FileMetaData | None:
+    """The file's footer with its stored Arrow schema hidden; None when it stores none.
+
+    pyarrow decodes a file into the types its stored Arrow schema names, such as delta-rs'
+    ``string_view`` and ``binary_view``, which then need a cast to the table's ``string`` and
+    ``binary``: decoding and casting cost ~10% more than decoding into them directly. The
+    Parquet schema alone (logical types, field ids) maps to every type a Delta table has. The
+    key is renamed in a copy of the footer's bytes, same length, so every offset holds; the
+    key-value list follows the row groups (whose statistics may hold any bytes), so the last
+    match is the key, and the parsed copy is checked to hold the same value under the new name.
+    """
+    stored = (footer.metadata or {}).get(_ARROW_SCHEMA)
+    if stored is None:
+        return None
+    size = handle.size()
+    tail = handle.read_at(8, size - 8)  # the footer's length, then the magic bytes
+    length = int.from_bytes(tail[:4], "little")
+    raw = handle.read_at(length, size - 8 - length)
+    at = raw.rfind(_STORED_KEY)
+    if at < 0:
+        return None
+    renamed = b"".join((b"PAR1", raw[:at], _HIDDEN_KEY, raw[at + len(_HIDDEN_KEY) :], tail))
+    bare = pq.read_metadata(pa.BufferReader(renamed))
+    kept = bare.metadata or {}
+    if _ARROW_SCHEMA in kept or kept.get(_HIDDEN_KEY[2:]) != stored:
+        return None
+    return bare
 
 
 def _live_mask(deleted: np.ndarray | None, start: int, n: int) -> pa.Array | None:

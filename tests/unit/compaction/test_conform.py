@@ -16,6 +16,7 @@ from rlcd.compaction.source import (
     ReadOptions,
     _conformed_columns,
     conform_batch,
+    footer_without_arrow_schema,
 )
 from rlcd.delta.actions import AddFile
 from rlcd.errors import CorruptDataError
@@ -245,6 +246,48 @@ def test_a_batch_in_the_tables_schema_passes_as_it_is() -> None:
     bare = pa.RecordBatch.from_arrays(batch.columns, names=_VIEW_TARGET.names)
     out = conform_batch(bare, _VIEW_TARGET, by_field_id=False)
     assert out.schema.equals(_VIEW_TARGET, check_metadata=True) and out.equals(batch)
+
+
+def _parquet(table: pa.Table, **options: object) -> pa.BufferReader:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, **options)
+    return pa.BufferReader(sink.getvalue())
+
+
+def test_a_stored_arrow_schema_is_hidden_so_views_decode_as_the_tables_types() -> None:
+    """delta-rs stores string and binary columns as views in its files' Arrow schema; with the
+    schema hidden they decode straight into the table's types, to the same values, the other
+    metadata and the statistics unchanged."""
+    views = _view_table().select(["s", "b", "st"])  # pyarrow writes no views inside lists
+    handle = _parquet(views)
+    stored = pq.ParquetFile(handle)
+    bare = footer_without_arrow_schema(handle, stored.metadata)
+    assert bare is not None
+    direct = pq.ParquetFile(handle, metadata=bare).read()
+    assert direct.schema.types == [
+        pa.string(),
+        pa.binary(),
+        pa.struct([("x", pa.string()), ("n", pa.int32())]),
+    ]
+    assert direct.to_pylist() == views.to_pylist()
+    assert bare.metadata == {b"ARROW:schem_": stored.metadata.metadata[b"ARROW:schema"]}
+    assert bare.row_group(0).to_dict() == stored.metadata.row_group(0).to_dict()
+
+
+def test_statistics_holding_the_keys_bytes_are_left_alone() -> None:
+    """A string value holding the key's very bytes ends up in the statistics, before the
+    key-value list: the key is still the one renamed, and a file with no stored schema is
+    read as it is."""
+    tricky = "\x18\x0cARROW:schema"
+    table = pa.table({"s": [tricky, tricky + "!"]})
+    handle = _parquet(table)
+    bare = footer_without_arrow_schema(handle, pq.ParquetFile(handle).metadata)
+    assert bare is not None and b"ARROW:schema" not in (bare.metadata or {})
+    stats = bare.row_group(0).column(0).statistics
+    assert (stats.min, stats.max) == (tricky, tricky + "!")
+    assert pq.ParquetFile(handle, metadata=bare).read().equals(table)
+    plain = _parquet(table, store_schema=False)
+    assert footer_without_arrow_schema(plain, pq.ParquetFile(plain).metadata) is None
 
 
 @pytest.mark.parametrize(
