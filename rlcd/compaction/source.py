@@ -227,8 +227,8 @@ class DecodedSource:
 
 
 _ARROW_SCHEMA: Final = b"ARROW:schema"
-_STORED_KEY: Final = b"\x18\x0c" + _ARROW_SCHEMA  # thrift compact: field 1, binary, 12 bytes
-_HIDDEN_KEY: Final = b"\x18\x0cARROW:schem_"
+_HIDDEN: Final = b"ARROW:schem_"  # as long
+_KEY_HEADER: Final = b"\x18\x0c"  # thrift compact: a KeyValue's field 1 (binary), 12 bytes
 
 
 def footer_without_arrow_schema(
@@ -251,13 +251,14 @@ def footer_without_arrow_schema(
     tail = handle.read_at(8, size - 8)  # the footer's length, then the magic bytes
     length = int.from_bytes(tail[:4], "little")
     raw = handle.read_at(length, size - 8 - length)
-    at = raw.rfind(_STORED_KEY)
-    if at < 0:
+    found = raw.rfind(_KEY_HEADER + _ARROW_SCHEMA)
+    if found < 0:
         return None
-    renamed = b"".join((b"PAR1", raw[:at], _HIDDEN_KEY, raw[at + len(_HIDDEN_KEY) :], tail))
+    at = found + len(_KEY_HEADER)
+    renamed = b"".join((b"PAR1", raw[:at], _HIDDEN, raw[at + len(_HIDDEN) :], tail))
     bare = pq.read_metadata(pa.BufferReader(renamed))
     kept = bare.metadata or {}
-    if _ARROW_SCHEMA in kept or kept.get(_HIDDEN_KEY[2:]) != stored:
+    if _ARROW_SCHEMA in kept or kept.get(_HIDDEN) != stored:
         return None
     return bare
 
