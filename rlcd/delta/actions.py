@@ -197,9 +197,11 @@ class AddFile(_FileAction):
     clustering_provider: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    @cached_property
+    @property
     def parsed_stats(self) -> Mapping[str, Any]:
-        """The stats document, or ``{}`` when absent or unparsable (stats are optional)."""
+        """The stats document, or ``{}`` when absent or unparsable (stats are optional). Parsed
+        at each call: a snapshot holds every live file, and keeping each parsed document (a
+        few KiB of dicts per file) grew a run's memory with the table's file count."""
         if not self.stats:
             return {}
         try:
@@ -208,9 +210,9 @@ class AddFile(_FileAction):
             return {}
         return value if isinstance(value, dict) else {}
 
-    @property
+    @cached_property
     def num_records(self) -> int | None:
-        """Physical rows in the file per its stats, when recorded."""
+        """Physical rows in the file per its stats, when recorded (parsed once, kept alone)."""
         n = self.parsed_stats.get("numRecords")
         return n if isinstance(n, int) and not isinstance(n, bool) else None
 

@@ -134,6 +134,16 @@ def test_actions_round_trip_keeps_unknown_fields() -> None:
     assert again == lines
 
 
+def test_a_file_keeps_its_row_count_not_its_parsed_stats() -> None:
+    """A snapshot holds every live file: the row count is parsed once and kept, the parsed
+    stats document (min, max and null count of every column) is not."""
+    stats = '{"numRecords":7,"minValues":{"a":1},"maxValues":{"a":9},"nullCount":{"a":0}}'
+    (f,) = parse_commit(commit(add("a.parquet", stats=stats)))
+    assert isinstance(f, AddFile)
+    assert f.num_records == 7 and f.parsed_stats["maxValues"] == {"a": 9}
+    assert "num_records" in vars(f) and "parsed_stats" not in vars(f)
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
