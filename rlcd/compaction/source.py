@@ -171,13 +171,10 @@ class DecodedSource:
                 handle = pa.BufferReader(source.data)
             elif source.file is not None:
                 handle = source.file
-            self._parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
-            if isinstance(handle, pa.NativeFile):  # a spilled source keeps it: cast later
-                bare = footer_without_arrow_schema(handle, self._parquet.metadata)
-                if bare is not None:
-                    self._parquet = pq.ParquetFile(
-                        handle, metadata=bare, coerce_int96_timestamp_unit="us"
-                    )
+            bare = None  # a spilled source, read by path, keeps its stored schema: cast later
+            if isinstance(handle, pa.NativeFile):
+                bare = footer_without_arrow_schema(handle)
+            self._parquet = pq.ParquetFile(handle, metadata=bare, coerce_int96_timestamp_unit="us")
         except (pa.ArrowException, OSError) as exc:
             raise CorruptDataError(f"not a readable Parquet file: {exc}", **self._where) from exc
         self.footer: pq.FileMetaData = self._parquet.metadata
@@ -231,34 +228,35 @@ _HIDDEN: Final = b"ARROW:schem_"  # as long
 _KEY_HEADER: Final = b"\x18\x0c"  # thrift compact: a KeyValue's field 1 (binary), 12 bytes
 
 
-def footer_without_arrow_schema(
-    handle: pa.NativeFile, footer: pq.FileMetaData
-) -> pq.FileMetaData | None:
-    """The file's footer with its stored Arrow schema hidden; None when it stores none.
+def footer_without_arrow_schema(handle: pa.NativeFile) -> pq.FileMetaData | None:
+    """The file's footer with its stored Arrow schema hidden; None when it stores none (the
+    file is then opened as it is, which also reports a damaged footer).
 
     pyarrow decodes a file into the types its stored Arrow schema names, such as delta-rs'
     ``string_view`` and ``binary_view``, which then need a cast to the table's ``string`` and
     ``binary``: decoding and casting cost ~10% more than decoding into them directly. The
     Parquet schema alone (logical types, field ids) maps to every type a Delta table has. The
-    key is renamed in a copy of the footer's bytes, same length, so every offset holds; the
-    key-value list follows the row groups (whose statistics may hold any bytes), so the last
-    match is the key, and the parsed copy is checked to hold the same value under the new name.
+    key is renamed in a copy of the footer's bytes, same length, so every offset holds, and the
+    copy is parsed instead of the footer (once, as the plain open would). The key-value list
+    follows the row groups, whose statistics may hold any bytes, so the last match is the key;
+    the parsed copy must show the new name and no stored schema left, else it is not used.
     """
-    stored = (footer.metadata or {}).get(_ARROW_SCHEMA)
-    if stored is None:
-        return None
     size = handle.size()
+    if size < 12:
+        return None
     tail = handle.read_at(8, size - 8)  # the footer's length, then the magic bytes
     length = int.from_bytes(tail[:4], "little")
+    if tail[4:] != b"PAR1" or length > size - 12:
+        return None
     raw = handle.read_at(length, size - 8 - length)
     found = raw.rfind(_KEY_HEADER + _ARROW_SCHEMA)
-    if found < 0:
+    if found < 0 or _HIDDEN in raw:
         return None
     at = found + len(_KEY_HEADER)
     renamed = b"".join((b"PAR1", raw[:at], _HIDDEN, raw[at + len(_HIDDEN) :], tail))
     bare = pq.read_metadata(pa.BufferReader(renamed))
     kept = bare.metadata or {}
-    if _ARROW_SCHEMA in kept or kept.get(_HIDDEN) != stored:
+    if _ARROW_SCHEMA in kept or _HIDDEN not in kept:
         return None
     return bare
 

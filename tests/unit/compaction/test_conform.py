@@ -261,7 +261,7 @@ def test_a_stored_arrow_schema_is_hidden_so_views_decode_as_the_tables_types() -
     views = _view_table().select(["s", "b", "st"])  # pyarrow writes no views inside lists
     handle = _parquet(views)
     stored = pq.ParquetFile(handle)
-    bare = footer_without_arrow_schema(handle, stored.metadata)
+    bare = footer_without_arrow_schema(handle)
     assert bare is not None
     direct = pq.ParquetFile(handle, metadata=bare).read()
     assert direct.schema.types == [
@@ -281,13 +281,13 @@ def test_statistics_holding_the_keys_bytes_are_left_alone() -> None:
     tricky = "\x18\x0cARROW:schema"
     table = pa.table({"s": [tricky, tricky + "!"]})
     handle = _parquet(table)
-    bare = footer_without_arrow_schema(handle, pq.ParquetFile(handle).metadata)
+    bare = footer_without_arrow_schema(handle)
     assert bare is not None and b"ARROW:schema" not in (bare.metadata or {})
     stats = bare.row_group(0).column(0).statistics
     assert (stats.min, stats.max) == (tricky, tricky + "!")
     assert pq.ParquetFile(handle, metadata=bare).read().equals(table)
     plain = _parquet(table, store_schema=False)
-    assert footer_without_arrow_schema(plain, pq.ParquetFile(plain).metadata) is None
+    assert footer_without_arrow_schema(plain) is None
 
 
 @pytest.mark.parametrize(
