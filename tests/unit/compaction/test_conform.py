@@ -276,8 +276,8 @@ def test_a_stored_arrow_schema_is_hidden_so_views_decode_as_the_tables_types() -
 
 def test_statistics_holding_the_keys_bytes_are_left_alone() -> None:
     """A string value holding the key's very bytes ends up in the statistics, before the
-    key-value list: the key is still the one renamed, and a file with no stored schema is
-    read as it is."""
+    key-value list: the key is still the one renamed. A file with no stored schema, or one
+    whose footer already holds the new name, is read as it is."""
     tricky = "\x18\x0cARROW:schema"
     table = pa.table({"s": [tricky, tricky + "!"]})
     handle = _parquet(table)
@@ -288,6 +288,8 @@ def test_statistics_holding_the_keys_bytes_are_left_alone() -> None:
     assert pq.ParquetFile(handle, metadata=bare).read().equals(table)
     plain = _parquet(table, store_schema=False)
     assert footer_without_arrow_schema(plain) is None
+    taken = _parquet(table.replace_schema_metadata({"ARROW:schem_": "a key of its own"}))
+    assert footer_without_arrow_schema(taken) is None  # the new name must be ours alone
 
 
 @pytest.mark.parametrize(
