@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
+from rlcd.compaction.footer import footer_span, parse_footer
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
@@ -242,19 +243,16 @@ def footer_without_arrow_schema(handle: pa.NativeFile) -> pq.FileMetaData | None
     the parsed copy must show the new name and no stored schema left, else it is not used.
     """
     size = handle.size()
-    if size < 12:
+    try:
+        span = footer_span(handle.read_at(min(size, 8), size - min(size, 8)), size)
+    except ValueError:
         return None
-    tail = handle.read_at(8, size - 8)  # the footer's length, then the magic bytes
-    length = int.from_bytes(tail[:4], "little")
-    if tail[4:] != b"PAR1" or length > size - 12:
-        return None
-    raw = handle.read_at(length, size - 8 - length)
-    found = raw.rfind(_KEY_HEADER + _ARROW_SCHEMA)
-    if found < 0 or _HIDDEN in raw:
+    footer = handle.read_at(span, size - span)
+    found = footer.rfind(_KEY_HEADER + _ARROW_SCHEMA)
+    if found < 0 or _HIDDEN in footer:
         return None
     at = found + len(_KEY_HEADER)
-    renamed = b"".join((b"PAR1", raw[:at], _HIDDEN, raw[at + len(_HIDDEN) :], tail))
-    bare = pq.read_metadata(pa.BufferReader(renamed))
+    bare = parse_footer(b"".join((footer[:at], _HIDDEN, footer[at + len(_HIDDEN) :])))
     kept = bare.metadata or {}
     if _ARROW_SCHEMA in kept or _HIDDEN not in kept:
         return None

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import anyio
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rlcd._tasks import primary_error
+from rlcd.compaction.footer import footer_span, parse_footer
 from rlcd.compaction.verify_rules import FileObservation, FileProblem, FilesCheck, file_problems
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
@@ -29,7 +29,6 @@ __all__ = ("FILE_CHECK_CONCURRENCY", "check_files")
 FILE_CHECK_CONCURRENCY = 16
 """Live files checked at once (so requests in flight) unless the caller says otherwise."""
 
-_MAGIC = b"PAR1"
 _TAIL_GUESS = 64 * 1024  # one GET holds the footer of nearly every file
 
 
@@ -116,27 +115,14 @@ async def _footer_rows(store: ObjectStore, key: str, size: int) -> int:
         ValueError: the tail is not a Parquet footer.
     """
     tail = await store.get(key, start=max(0, size - _TAIL_GUESS), end=size)
-    need = _footer_span(tail, size)
+    need = footer_span(tail, size)
     if need > len(tail):
         tail = await store.get(key, start=size - need, end=size)
     return await anyio.to_thread.run_sync(_rows_in_footer, tail[-need:])
 
 
-def _footer_span(tail: bytes, size: int) -> int:
-    """How many bytes at the end of a ``size``-byte Parquet file hold its footer (metadata,
-    its 4-byte length, the magic), from at least its last 8 bytes."""
-    if len(tail) < 8 or tail[-4:] != _MAGIC:
-        raise ValueError("the file does not end in the Parquet magic PAR1")
-    length = int.from_bytes(tail[-8:-4], "little")
-    if length + 8 + len(_MAGIC) > size:
-        raise ValueError(f"the footer claims {length} bytes of a {size}-byte file")
-    return length + 8
-
-
 def _rows_in_footer(footer: bytes) -> int:
-    """Parse a footer alone: behind a leading magic it reads as a file with no data pages
-    (pyarrow gets a native buffer, never a Python file object: see pitfalls)."""
     try:
-        return int(pq.read_metadata(pa.BufferReader(_MAGIC + footer)).num_rows)
+        return int(parse_footer(footer).num_rows)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"unreadable footer: {exc}") from exc
