@@ -5,8 +5,8 @@ The predicate is bound to the table's data and partition columns
 (``might_match``). A partition-only predicate matches a file as a whole, so its live rows are
 the complement of its DV and no data file is read. Otherwise each remaining file's live rows
 are decoded in physical order in a worker thread (:mod:`rlcd.compaction.source`), and
-``row_mask`` picks the matches, mapped back to physical row positions with numpy (rows its DV
-already deletes are never candidates). The positions are committed in one commit by
+``row_mask`` picks the matches, mapped back to physical row positions (rows its DV already
+deletes are never candidates). The positions are committed in one commit by
 :func:`rlcd.compaction.dml.delete_rows`, which rebases onto winners or refuses.
 """
 
@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import anyio.to_thread
-import numpy as np
-from pyroaring import BitMap64
+import pyarrow as pa
+from pyroaring import AbstractBitMap64, BitMap64
 
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.positions import positions_array, positions_bitmap
 from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import load_snapshot, read_deletion_vector, table_config
@@ -84,20 +85,20 @@ def _matching_positions(
     *,
     table: str,
     version: int,
-) -> np.ndarray:
+) -> AbstractBitMap64:
     """The physical positions of the live rows ``bound`` matches (worker thread: decodes)."""
     decoded = DecodedSource(fetched, options, table=table, version=version)
     partition_values = fetched.add.partition_values
-    masks = [
-        np.asarray(bound.row_mask(batch, partition_values).to_numpy(zero_copy_only=False))
-        for batch in decoded.batches()
-    ]
-    live = np.ones(decoded.physical_rows, dtype=bool)
-    if len(fetched.dv):
-        live[np.asarray(fetched.dv.to_array(), dtype=np.int64)] = False
-    hits = np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
-    positions: np.ndarray = np.flatnonzero(live)[hits].astype(np.uint64)
-    return positions
+    hits = [bound.row_mask(batch, partition_values) for batch in decoded.batches()]
+    live = positions_array(_all_rows(decoded.physical_rows) - fetched.dv)  # as decoded
+    return positions_bitmap(live.filter(pa.concat_arrays(hits)) if hits else live)
+
+
+def _all_rows(count: int) -> BitMap64:
+    """Every physical row of a file of ``count`` rows."""
+    rows = BitMap64()
+    rows.add_range(0, count)
+    return rows
 
 
 async def _file_positions(
@@ -107,12 +108,11 @@ async def _file_positions(
     options: ReadOptions,
     *,
     version: int,
-) -> tuple[BitMap64, bool]:
+) -> tuple[AbstractBitMap64, bool]:
     """The positions to delete in ``add`` and whether its data was read."""
     if bound.partition_only and add.num_records is not None:
-        everything = BitMap64()
-        everything.add_range(0, add.num_records)
-        return everything - await read_deletion_vector(store, add, version=version), False
+        dv = await read_deletion_vector(store, add, version=version)
+        return _all_rows(add.num_records) - dv, False
     fetched = await fetch_source(store, add, options, version=version)
     try:
         positions = await anyio.to_thread.run_sync(
@@ -120,7 +120,7 @@ async def _file_positions(
         )
     finally:
         fetched.close()
-    return BitMap64(positions), True
+    return positions, True
 
 
 async def delete_where(
@@ -147,7 +147,7 @@ async def delete_where(
         )
     bound = bind_where(snapshot, where)
     options = rewrite_settings(snapshot, config, CompactionPolicy()).read
-    deletions: dict[str, BitMap64] = {}
+    deletions: dict[str, AbstractBitMap64] = {}
     files_read = 0
     for add in snapshot.files.values():
         if not bound.might_match(add):

@@ -30,7 +30,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
@@ -227,36 +226,50 @@ def _physical_bits(t: pa.DataType) -> int:
     return int(t.bit_width)
 
 
-def _integers(live: pa.Array) -> np.ndarray:
+def _integers(live: pa.Array) -> pa.Int64Array:
     """The Parquet integers of non-null values: a decimal's unscaled value (the low half of its
     128 bits, which holds it whole up to 18 digits), the others' own bits."""
     if pa.types.is_decimal128(live.type):
         if not len(live):  # its data buffer may be absent
-            return np.empty(0, np.int64)
-        words: np.ndarray = np.frombuffer(live.buffers()[1], dtype=np.int64)
-        return words[2 * live.offset : 2 * (live.offset + len(live)) : 2]
+            return pa.array([], pa.int64())
+        halves = 2 * len(live)
+        words = pa.Array.from_buffers(
+            pa.int64(), halves, [None, live.buffers()[1]], offset=2 * live.offset
+        )
+        return words.take(pa.arange(0, halves, 2))
     physical = pa.int64() if live.type.bit_width == 64 else pa.int32()
-    values: np.ndarray = live.view(physical).to_numpy().astype(np.int64)
-    return values
+    return pc.cast(live.view(physical), pa.int64())
 
 
 def _delta_bytes(sample: pa.ChunkedArray) -> int:
     """The bytes ``DELTA_BINARY_PACKED`` would need for the sample's values: per miniblock of
     32 deltas (between consecutive non-null values, wrapping as the encoder does) the bit width
     of their range."""
-    total = 0
+    total, miniblocks = 0, []
     for chunk in sample.chunks:
         values = _integers(chunk.drop_null())
         if len(values) < 2:
             total += 8 * len(values)
             continue
-        with np.errstate(over="ignore"):
-            deltas = np.diff(values)
-            pad = -len(deltas) % _MINIBLOCK
-            blocks = np.concatenate([deltas, np.repeat(deltas[-1:], pad)]).reshape(-1, _MINIBLOCK)
-            # the range of each miniblock, exactly (wrapping in unsigned arithmetic)
-            spread = blocks.max(axis=1).astype(np.uint64) - blocks.min(axis=1).astype(np.uint64)
-        widths = np.ceil(np.log2(spread.astype(np.float64) + 1))
-        total += int(widths.sum()) * _MINIBLOCK // 8
+        deltas = pc.pairwise_diff(values).slice(1)  # wraps on overflow, as the encoder does
+        # a last, partial miniblock is padded with its own last delta: same range
+        miniblocks += [deltas, pa.repeat(deltas[-1], -len(deltas) % _MINIBLOCK)]
         total += _BLOCK_HEADER_BYTES * (len(deltas) // (4 * _MINIBLOCK) + 1)
+    if miniblocks:
+        low, high = _miniblock_extremes(pa.concat_arrays(miniblocks))
+        # the range of each miniblock, exactly (wrapping in unsigned arithmetic)
+        spread = pc.subtract(high.view(pa.uint64()), low.view(pa.uint64()))
+        widths = pc.ceil(pc.log2(pc.add(pc.cast(spread, pa.float64(), safe=False), 1)))
+        total += int(pc.sum(widths).as_py()) * _MINIBLOCK // 8
     return total
+
+
+def _miniblock_extremes(deltas: pa.Int64Array) -> tuple[pa.Int64Array, pa.Int64Array]:
+    """The min and max of each miniblock (``deltas`` holds whole ones): one take lays the
+    miniblocks out column by column, so their 32 columns are 32 slices compared element-wise."""
+    blocks = len(deltas) // _MINIBLOCK
+    i = pa.arange(0, len(deltas))
+    by_column = pc.add(pc.multiply(pc.remainder(i, blocks), _MINIBLOCK), pc.divide(i, blocks))
+    columns = deltas.take(by_column)
+    parts = [columns.slice(j * blocks, blocks) for j in range(_MINIBLOCK)]
+    return pc.min_element_wise(*parts), pc.max_element_wise(*parts)

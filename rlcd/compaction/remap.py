@@ -6,10 +6,10 @@ A compaction copied source S's live rows, in physical order, to the output rows 
 where ``L = P - |Dr|`` and ``Dr`` is the DV S had when it was read. A physical row ``i`` of S
 not in ``Dr`` therefore sits at output row ``o + rank(i)`` with
 ``rank(i) = i - |{d in Dr : d < i}|``. Every function here applies that one formula to whole
-bitmaps at once: the positions come out of the bitmap as a sorted ``uint64`` array,
-``numpy.searchsorted`` on the (sorted) DV counts the deleted rows below each of them, and the
-result goes back into a bitmap through one buffer copy. No Python loop ever runs per row: DVs
-can hold millions of positions (``bench/remap.py`` measures it).
+bitmaps at once: the positions come out of the bitmap as a sorted ``uint64`` array, a binary
+search of each in the (sorted) DV counts the deleted rows below it, and the result goes back
+into a bitmap through one buffer copy (:mod:`rlcd.compaction.positions`). No Python loop
+ever runs per row: DVs can hold millions of positions (``bench/remap.py`` measures it).
 
 A position that does not land in the run (``i in Dr``, or ``rank(i) >= L``, e.g. a row beyond
 the file) is never clamped: the function returns an :class:`~rlcd.delta.outcome.Abort`, and
@@ -26,14 +26,13 @@ the caller aborts the bin or the transaction.
 
 from __future__ import annotations
 
-import array
-import struct
 from typing import Final
 
-import numpy as np
-import numpy.typing as npt
-from pyroaring import AbstractBitMap64, BitMap, FrozenBitMap64
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import AbstractBitMap64, FrozenBitMap64
 
+from rlcd.compaction.positions import positions_array, positions_bitmap
 from rlcd.delta.outcome import Abort
 
 __all__ = (
@@ -56,45 +55,25 @@ ROW_ALREADY_DELETED: Final = "row_already_deleted"
 OVERLAPPING_DELETES: Final = "overlapping_deletes"
 """Two concurrent DV updates of one file delete some of the same rows: a real conflict."""
 
-_Positions = npt.NDArray[np.uint64]
-_MAX_32: Final = 2**32 - 1
-_ONE_BUCKET: Final = struct.pack("<QI", 1, 0)  # 64-bit portable: one bucket, key 0
 
-
-def _array(bitmap: AbstractBitMap64) -> _Positions:
-    """The bitmap's positions as a sorted ``uint64`` array (one buffer copy)."""
-    return np.frombuffer(bitmap.to_array(), dtype=np.uint64)
-
-
-def _bitmap(positions: _Positions) -> FrozenBitMap64:
-    """A bitmap of sorted ``uint64`` positions (one buffer copy, no per-row Python).
-
-    Below 2**32 (any file of fewer than 4G rows) the 32-bit bitmap is built, about twice as
-    fast, and wrapped as the single bucket (key 0) of the 64-bit portable format.
-    """
-    if not len(positions) or int(positions[-1]) <= _MAX_32:
-        small = BitMap(array.array("I", positions.astype(np.uint32).tobytes()))
-        return FrozenBitMap64.deserialize(_ONE_BUCKET + small.serialize())
-    return FrozenBitMap64(array.array("Q", positions.tobytes()))
-
-
-def _ranks(dv: AbstractBitMap64, positions: AbstractBitMap64) -> _Positions:
+def _ranks(dv: AbstractBitMap64, positions: AbstractBitMap64) -> pa.UInt64Array:
     """``rank_dv(i) = i - |{d in dv : d < i}|`` for every ``i`` in ``positions``, ascending."""
-    rows = _array(positions)
+    rows = positions_array(positions)
     if not len(dv):
         return rows
-    below = np.searchsorted(_array(dv), rows, side="left").astype(np.uint64)
-    return rows - below
+    return pc.subtract(rows, pc.search_sorted(positions_array(dv), rows, side="left"))
 
 
-def _place(ranks: _Positions, row_offset: int, live: int, *, what: str) -> FrozenBitMap64 | Abort:
+def _place(
+    ranks: pa.UInt64Array, row_offset: int, live: int, *, what: str
+) -> FrozenBitMap64 | Abort:
     """``o + rank`` for ranks all below ``live``, else an abort naming the first one outside."""
-    if len(ranks) and int(ranks[-1]) >= live:
+    if len(ranks) and ranks[-1].as_py() >= live:
         return Abort(
             POSITION_OUTSIDE_RUN,
-            f"{what}: rank {int(ranks[-1])} is outside the run of {live} live rows",
+            f"{what}: rank {ranks[-1].as_py()} is outside the run of {live} live rows",
         )
-    return _bitmap(ranks + np.uint64(row_offset))
+    return positions_bitmap(pc.add(ranks, pa.scalar(row_offset, pa.uint64())))
 
 
 def _check_run(row_offset: int, live: int) -> None:

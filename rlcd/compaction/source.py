@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio.to_thread
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from rlcd.compaction.footer import footer_span, parse_footer
+from rlcd.compaction.positions import DeletedRows
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
@@ -189,7 +189,7 @@ class DecodedSource:
                 **self._where,
             )
         dv = source.dv
-        self._deleted = np.asarray(dv.to_array(), dtype=np.uint64) if len(dv) else None
+        self._deleted = DeletedRows(dv) if len(dv) else None
         if len(dv) and dv.max() >= self.physical_rows:
             raise CorruptDataError(
                 f"deletion vector deletes row {dv.max()} of a file with {self.physical_rows} rows",
@@ -207,7 +207,7 @@ class DecodedSource:
                 use_threads=False,
             ):
                 n = batch.num_rows
-                mask = _live_mask(self._deleted, start, n)
+                mask = None if self._deleted is None else self._deleted.keep_mask(start, n)
                 start += n
                 yield conform_batch(
                     batch if mask is None else batch.filter(mask),
@@ -259,18 +259,6 @@ def footer_without_arrow_schema(handle: pa.NativeFile) -> pq.FileMetaData | None
     return bare
 
 
-def _live_mask(deleted: np.ndarray | None, start: int, n: int) -> pa.Array | None:
-    """Boolean keep-mask for physical rows ``[start, start + n)``; None when all are live."""
-    if deleted is None:
-        return None
-    lo, hi = np.searchsorted(deleted, [start, start + n])
-    if lo == hi:
-        return None
-    keep = np.ones(n, dtype=bool)
-    keep[(deleted[lo:hi] - np.uint64(start)).astype(np.int64)] = False
-    return pa.array(keep)
-
-
 def _field_id(f: pa.Field) -> int | None:
     raw = (f.metadata or {}).get(PARQUET_FIELD_ID_KEY)
     return int(raw) if raw is not None else None
@@ -301,7 +289,7 @@ def _missing(field: pa.Field, n: int) -> pa.Array:
     t = field.type
     if pa.types.is_struct(t):
         children = [_missing(c, n) for c in t]
-        mask = pa.array(np.ones(n, dtype=bool)) if field.nullable else None
+        mask = pa.repeat(True, n) if field.nullable else None
         return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
     if field.nullable:
         return pa.nulls(n, t)
@@ -312,8 +300,8 @@ def _missing(field: pa.Field, n: int) -> pa.Array:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return pa.array([b""] * n, t)
     if pa.types.is_boolean(t):
-        return pa.array(np.zeros(n, dtype=bool))
-    return pc.cast(pa.array(np.zeros(n, dtype=np.int64)), t)
+        return pa.repeat(False, n)
+    return pc.cast(pa.repeat(0, n), t)
 
 
 def _rebased(array: pa.Array) -> tuple[pa.Array, int, int]:

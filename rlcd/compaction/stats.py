@@ -68,14 +68,13 @@ import itertools
 import json
 import math
 import re
-import sys
+import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
-import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
@@ -697,32 +696,67 @@ def _observe(kind: StatKind, state: _LeafState, array: Any) -> None:
 
 
 def _observe_fast(kind: StatKind, state: _LeafState, array: Any) -> bool:
-    """Fold in a null-free array with numpy where that is exact and cheaper than ``min_max``
-    (floats: no NaN-skipping pass; decimals that fit 64 bits: no 128-bit compares). False
-    leaves the array to the general path."""
-    if kind is StatKind.FLOAT:
-        values = array.to_numpy(zero_copy_only=True)
-        low, high = values.min(), values.max()
-        if math.isnan(low) or math.isnan(high):  # numpy's min/max propagate a NaN
-            return False  # the general path remembers it and skips it
-        state.merge(float(low), float(high))
-        return True
-    if kind is StatKind.DECIMAL and _LITTLE_ENDIAN and pa.types.is_decimal128(array.type):
-        if array.type.precision > _INT64_DIGITS:
-            return False
-        words = np.frombuffer(array.buffers()[1], dtype="<i8")
-        words = words[2 * array.offset : 2 * (array.offset + len(array))].reshape(-1, 2)
-        unscaled, upper = words[:, 0], words[:, 1]
-        if not np.array_equal(upper, unscaled >> 63):  # not a sign extension: not 64-bit
-            return False
-        scale = array.type.scale
-        state.merge(_decimal(unscaled.min(), scale), _decimal(unscaled.max(), scale))
-        return True
-    return False
+    """Fold in a null-free float array by its bits, exactly and ~10x cheaper than ``min_max``
+    (which compares value by value, skipping NaN). False leaves the array to the general path.
+
+    A float's bits read as a signed integer order the non-negative floats; read as unsigned,
+    the negative ones come above all of those, by magnitude. So ``min_max`` of the signed bits
+    and ``max`` of the unsigned bits (two vectorised integer passes) find the smallest and the
+    largest float of either sign; and a NaN's bits lie above an infinity's in both readings.
+    """
+    if kind is not StatKind.FLOAT:
+        return False
+    floats = _FLOAT_BITS[array.type.bit_width]
+    signed = pc.min_max(array.view(floats.signed))
+    lowest, highest = signed["min"].as_py(), signed["max"].as_py()
+    top = pc.max(array.view(floats.unsigned)).as_py()  # the negative float of largest magnitude
+    if highest > floats.positive_infinity or top > floats.negative_infinity:
+        return False  # a NaN: the general path remembers it and skips it
+    if lowest >= 0:  # no negative float
+        low, high = lowest, highest
+    elif highest < 0:  # negative floats only: the smallest magnitude is the largest float
+        low, high = top, lowest
+    else:
+        low, high = top, highest
+    state.merge(floats.value(low), floats.value(high))
+    return True
 
 
-_LITTLE_ENDIAN: Final = sys.byteorder == "little"
-_INT64_DIGITS: Final = 18  # every decimal of up to 18 digits fits a signed 64-bit integer
+@dataclass(frozen=True, slots=True)
+class _FloatBits:
+    """How the floats of one width read as integers."""
+
+    signed: Any
+    unsigned: Any
+    positive_infinity: int  # its bits, read as signed
+    negative_infinity: int  # its bits, read as unsigned
+    integer: struct.Struct  # the bits, as unsigned
+    real: struct.Struct
+
+    def value(self, bits: int) -> float:
+        """The float whose bits read as ``bits`` (signed or unsigned)."""
+        unsigned = bits % (1 << (8 * self.integer.size))
+        return float(self.real.unpack(self.integer.pack(unsigned))[0])
+
+
+_FLOAT_BITS: Final = {
+    64: _FloatBits(
+        pa.int64(),
+        pa.uint64(),
+        0x7FF0_0000_0000_0000,
+        0xFFF0_0000_0000_0000,
+        struct.Struct("<Q"),
+        struct.Struct("<d"),
+    ),
+    32: _FloatBits(
+        pa.int32(),
+        pa.uint32(),
+        0x7F80_0000,
+        0xFF80_0000,
+        struct.Struct("<I"),
+        struct.Struct("<f"),
+    ),
+}
 
 
 def _decimal(unscaled: Any, scale: int) -> Decimal:
