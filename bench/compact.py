@@ -161,7 +161,9 @@ def run_rlcd(uri: str, target: int, *, count: bool) -> None:
 def child(name: str, uri: str, target: int, result: Path) -> None:
     """One contender's run; its own timings (after its imports) go to ``result``."""
     if name.startswith("rlcd"):
-        import rlcd.cli  # the process settings the rlcd command makes, before pyarrow loads
+        from rlcd.cli.process import configure_process
+
+        configure_process()  # the settings the rlcd command makes, before pyarrow loads
         import rlcd.compaction.compact
         import rlcd.storage  # noqa: F401
     elif name == "deltalake":

@@ -1,6 +1,2 @@
-"""The ``rlcd`` command. Importing this package first makes the process-wide settings rlcd runs
-best with, before pyarrow loads (see :mod:`rlcd.cli.process`)."""
-
-from rlcd.cli.process import configure_process
-
-configure_process()
+"""The ``rlcd`` command: its entry point (:func:`rlcd.cli.main.run`) first makes the
+process-wide settings rlcd runs best with, before pyarrow loads (see :mod:`rlcd.cli.process`)."""

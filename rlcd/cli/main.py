@@ -40,6 +40,7 @@ import anyio.abc
 
 from rlcd import __version__
 from rlcd.cli import daemon as daemon_commands
+from rlcd.cli.process import configure_process
 from rlcd.cli.report import count, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.policy import CODECS, ENCODINGS
@@ -526,7 +527,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> NoReturn:
-    """The ``rlcd`` command (and ``python -m rlcd``): :func:`main`, then exit at once.
+    """The ``rlcd`` command (and ``python -m rlcd``): the process settings, :func:`main`, then
+    exit at once.
+
+    The settings (:mod:`rlcd.cli.process`) are made here, not when the package is imported: a
+    process that imports rlcd as a library, numpy and all, keeps its own.
 
     By the time ``main`` returns, everything rlcd writes is written and closed, and its threads
     are idle. What the interpreter would do next, free every object and module one by one, costs
@@ -534,6 +539,7 @@ def run() -> NoReturn:
     waits for it. Output is flushed first; a usage error or ``--help`` (argparse's SystemExit)
     exits the usual way.
     """
+    configure_process()
     code = main()
     with suppress(OSError):  # a reader that went away cannot be told more
         sys.stdout.flush()

@@ -8,9 +8,10 @@
 - Transparent huge pages are turned off for the process (Linux). An allocator that asks for
   huge pages keeps each 2 MiB page it touches resident: on the bench table that held
   35-50 MiB of RSS for at most 8 MiB in use, at no measurable time cost.
-- numpy's OpenBLAS gets one thread (``OPENBLAS_NUM_THREADS``, unless the environment sets it).
-  rlcd makes no BLAS call, and OpenBLAS starts a thread per core when numpy loads (pyarrow
-  loads numpy), which spin while it initialises: ~0.1 s of CPU per process for nothing.
+- numpy is not loaded. rlcd does not use it, and pyarrow, which works without it, imports it
+  whenever it is installed: ~16 MiB of RSS and ~0.1 s of CPU per process for nothing (with
+  its ``numpy.ma``, which pyarrow's conversions pull in, and OpenBLAS starting a thread per
+  core). An import of numpy in the command's process raises ImportError.
 - pyarrow's remote filesystems (S3, GCS, Azure, HDFS) are not loaded. ``pyarrow.parquet``
   imports ``pyarrow.fs``, which loads all four (``libarrow_s3`` with the AWS SDK among them),
   while rlcd reads S3 through its own client and local files through pyarrow's native files:
@@ -27,21 +28,20 @@ import ctypes
 import os
 import sys
 
-__all__ = ("configure_process", "ARROW_POOL_VARIABLE", "BLAS_THREADS_VARIABLE")
+__all__ = ("configure_process", "ARROW_POOL_VARIABLE")
 
 ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
-BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
 _PR_SET_THP_DISABLE = 41
 _REMOTE_FILESYSTEMS = ("_s3fs", "_gcsfs", "_azurefs", "_hdfs")  # pyarrow's, as pyarrow.fs imports
+_UNUSED = ("numpy", *(f"pyarrow.{name}" for name in _REMOTE_FILESYSTEMS))
 
 
 def configure_process() -> None:
-    """Make the settings above. Harmless when repeated; the pool and thread choices only take
-    effect when pyarrow and numpy are not loaded yet."""
+    """Make the settings above. Harmless when repeated; they only take effect when pyarrow is
+    not loaded yet."""
     os.environ.setdefault(ARROW_POOL_VARIABLE, "jemalloc")
-    os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
-    for name in _REMOTE_FILESYSTEMS:  # None in sys.modules: the import raises ImportError
-        sys.modules.setdefault(f"pyarrow.{name}", None)  # type: ignore[arg-type]
+    for name in _UNUSED:  # None in sys.modules: the import raises ImportError
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import fixture_table
-from tests.e2e.cli import rlcd
+from tests.e2e.cli import in_command, rlcd
 from tests.integration.tables import partitioned
 
 pytestmark = pytest.mark.e2e
@@ -82,15 +82,15 @@ def test_the_command_loads_none_of_pyarrows_remote_filesystems() -> None:
     and HDFS filesystems (and, seen in Linux's memory map, ``libarrow_s3``); pyarrow.parquet
     still works."""
     probe = (
-        "import rlcd.cli, sys, pyarrow as pa, pyarrow.parquet as pq\n"
+        "import sys, pyarrow as pa, pyarrow.parquet as pq\n"
         "sink = pa.BufferOutputStream(); pq.write_table(pa.table({'a': [1]}), sink)\n"
         "assert pq.read_table(pa.BufferReader(sink.getvalue()))['a'].to_pylist() == [1]\n"
         "remote = ('_s3fs', '_gcsfs', '_azurefs', '_hdfs')\n"
         "loaded = [n for n in remote if sys.modules[f'pyarrow.{n}'] is not None]\n"
         "maps = open('/proc/self/maps').read() if sys.platform == 'linux' else ''\n"
-        "print(loaded, 'libarrow_s3' in maps)\n"
+        "print(loaded, 'libarrow_s3' in maps)"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    done = in_command(probe, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "[] False\n"
 
