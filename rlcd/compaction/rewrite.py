@@ -84,11 +84,14 @@ three times as much, see :class:`BinShares`). Against 32 MiB, measured side by s
 one, 270 -> 185 on the fixture one, with throughput within noise and files at most 0.3%
 larger (16% on the fixture table, still a quarter of delta-rs'). The row groups (a few
 hundred thousand rows) are still larger than DuckDB's or polars' defaults."""
-MAX_HANDOFF_BYTES = 2 * ROW_GROUP_BYTES
+MAX_HANDOFF_BYTES = ROW_GROUP_BYTES
 """The most a bin's stages hold between them, also when it takes over finished bins' shares:
-room for the decoder to run on while the encoder writes a row group. More bought little on
-the fixture table (a lone bin): against 34 MiB, peak RSS 187 -> 155 MiB for about 3% of
-throughput, within the machine's noise."""
+room for the decoder to decode one row group's worth while the encoder writes one, which is
+what keeps both stages busy. More bought nothing measurable: on the fixture table (a lone bin
+whose sources decode into 6.8 MiB batches) 16 MiB peaked at 154 MiB of RSS against 146 MiB,
+at the same throughput (0.99x, 6 alternating pairs; bench table 1.01x, skewed 1.08x), and
+34 MiB at 187 MiB. Less stalls the decoder: 4 MiB cost the fixture table 25% of its wall
+time."""
 _EXTENSIONS = {
     "zstd": "zstd",
     "snappy": "snappy",

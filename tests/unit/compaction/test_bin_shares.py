@@ -49,13 +49,15 @@ def test_last_bin_of_two_gets_the_others_share() -> None:
 
 def test_a_waiting_decoder_is_woken_when_its_room_grows() -> None:
     """A decode stage blocked on a full handoff continues once another bin finishes."""
-    batch = pa.record_batch({"x": pa.array(range(HANDOFF_BYTES // 8), pa.int64())})
+    half = MAX_HANDOFF_BYTES // 2  # two fit in a lone bin's room, not in a bin's own share
+    assert 2 * half > HANDOFF_BYTES
+    batch = pa.record_batch({"x": pa.array(range(half // 8), pa.int64())})
     shares = BinShares(2, 2)
     mine, other = _Handoff(shares), _Handoff(shares)
     shares._join(mine)
     shares._join(other)
     mine.put((0, batch))  # one batch always fits; the second would pass the room
-    second = threading.Thread(target=mine.put, args=((0, batch),))
+    second = threading.Thread(target=mine.put, args=((0, batch),), daemon=True)
     second.start()
     second.join(0.2)
     assert second.is_alive()
