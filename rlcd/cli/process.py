@@ -9,9 +9,9 @@
   huge pages keeps each 2 MiB page it touches resident: on the bench table that held
   35-50 MiB of RSS for at most 8 MiB in use, at no measurable time cost.
 - numpy is not loaded. rlcd does not use it, and pyarrow, which works without it, imports it
-  whenever it is installed: ~16 MiB of RSS and ~0.1 s of CPU per process for nothing (with
-  its ``numpy.ma``, which pyarrow's conversions pull in, and OpenBLAS starting a thread per
-  core). An import of numpy in the command's process raises ImportError.
+  whenever it is installed (with OpenBLAS, which starts a thread per core): on a dry run
+  15 MiB of RSS and 0.07 s of CPU per process for nothing. An import of numpy in the command's
+  process raises ImportError.
 - pyarrow's remote filesystems (S3, GCS, Azure, HDFS) are not loaded. ``pyarrow.parquet``
   imports ``pyarrow.fs``, which loads all four (``libarrow_s3`` with the AWS SDK among them),
   while rlcd reads S3 through its own client and local files through pyarrow's native files:

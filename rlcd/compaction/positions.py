@@ -1,9 +1,8 @@
 """Row positions between deletion vectors (roaring bitmaps) and Arrow arrays. Pure.
 
 A DV can hold millions of positions, so every conversion here is one buffer copy and every
-computation a vectorised Arrow kernel: no Python loop runs per row. Nothing here uses numpy:
-the ``rlcd`` command never loads it (``rlcd.cli.process``), which saves each process ~16 MiB
-of RSS and ~0.1 s of CPU at start, and pyarrow works without it.
+computation a vectorised Arrow kernel: no Python loop runs per row. Nothing here uses numpy,
+which the ``rlcd`` command never loads (see ``rlcd.cli.process`` for what that saves).
 """
 
 from __future__ import annotations
