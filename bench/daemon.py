@@ -3,7 +3,8 @@
 Measures, from outside the daemon process: every table converges (nothing due), the worst
 time-to-compact (daemon start to a table's first commit), the daemon's CPU while every table
 is idle (an idle poll is one LIST per table), and its RSS sampled over the run (flat after the
-first cycle means no growth per poll). Prints the figures and writes them as JSON.
+first cycle means no growth per poll). Prints the figures and writes them as JSON
+(``bench/out/daemon.json``, like the other benches).
 
     python bench/daemon.py [--tables 200] [--files 5] [--idle 90] [--poll 2s] [--out FILE]
 """
@@ -184,11 +185,12 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=90.0)
     parser.add_argument("--converge", type=float, default=300.0)
     parser.add_argument("--poll", default="2s")
-    parser.add_argument("--out", type=Path, default=Path("bench-daemon.json"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "daemon.json")
     args = parser.parse_args()
     result = anyio.run(bench, args)
     summary = {k: v for k, v in result.items() if k != "rss_samples"}
     print(json.dumps(summary, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     return 0 if result["converged"] and result["tables_correct"] == args.tables else 1
 
