@@ -16,8 +16,9 @@ maps, binary, boolean and variant take a slot but only get ``nullCount``. The re
 ``StatsSpec``: the chosen leaves by *physical* path, each with a ``StatKind``.
 
 *Accumulating* (§4.2, ``StatsAccumulator``). Each batch must have the table's physical Arrow
-schema (``rlcd.delta.schema.to_arrow_schema``). Per batch and leaf there is one
-``pyarrow.compute.min_max`` call and a null count, nothing per row; state is a running
+schema (``rlcd.delta.schema.to_arrow_schema``). Per batch and leaf there is one vectorised
+``pyarrow.compute.min_max`` (for null-free floats, two integer passes over their bits instead:
+``_observe_fast``) and a null count, nothing per row; state is a running
 min/max/null count per leaf. A struct leaf is read with ``pc.struct_field``, which folds the
 parents' validity in: a null parent makes the leaf null (it counts in ``nullCount`` and its
 hidden child value never reaches min/max). Arrays and maps count whole-column nulls only.
