@@ -158,18 +158,26 @@ def run_rlcd(uri: str, target: int, *, count: bool) -> None:
     anyio.run(go)
 
 
-def child(name: str, uri: str, target: int, result: Path) -> None:
-    """One contender's run; its own timings (after its imports) go to ``result``."""
+def import_contender(name: str, s3: bool) -> None:
+    """What the contender's process loads before it works (the S3 backend only for S3)."""
     if name.startswith("rlcd"):
         from rlcd.cli.process import configure_process
 
         configure_process()  # the settings the rlcd command makes, before pyarrow loads
         import rlcd.compaction.compact
-        import rlcd.storage  # noqa: F401
+        import rlcd.storage
+
+        if s3:
+            import rlcd.storage.s3  # noqa: F401
     elif name == "deltalake":
         import deltalake  # noqa: F401
     else:
         import pyarrow.parquet  # noqa: F401
+
+
+def child(name: str, uri: str, target: int, result: Path) -> None:
+    """One contender's run; its own timings (after its imports) go to ``result``."""
+    import_contender(name, uri.startswith("s3://"))
     before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     if name == "deltalake":
@@ -185,6 +193,12 @@ def child(name: str, uri: str, target: int, result: Path) -> None:
     result.write_text(
         json.dumps({"work_seconds": seconds, "work_cpu_seconds": cpu, "max_rss_kib": peak})
     )
+
+
+def imports_only(name: str, s3: bool, result: Path) -> None:
+    """The contender's imports and nothing else: the peak RSS its libraries alone take."""
+    import_contender(name, s3)
+    result.write_text(json.dumps({"max_rss_kib": _peak_rss_kib()}))
 
 
 def _peak_rss_kib() -> int:
@@ -328,8 +342,29 @@ def _line(name: str, run: dict[str, Any]) -> str:
     return text
 
 
+def _import_rss_mib(name: str, s3: bool) -> float:
+    """Peak RSS of a process that only imports what ``name`` imports (median of 3)."""
+    peaks = []
+    for _ in range(3):
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+            result = Path(out.name)
+        where = "s3" if s3 else "local"
+        subprocess.run([sys.executable, __file__, "--imports-only", name, where, str(result)])
+        peaks.append(json.loads(result.read_text())["max_rss_kib"] / 1024)
+        result.unlink()
+    return statistics.median(peaks)
+
+
 def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
     contenders = args.contenders.split(",")
+    # the shared libraries' pages in RSS depend on how the page cache holds their files (just
+    # installed or read back from disk: see the README), so each run shows what they weigh
+    imports = {c: _import_rss_mib(c, args.s3) for c in contenders}
+    print(
+        "peak RSS of the imports alone: "
+        + ", ".join(f"{c} {mib:.0f} MiB" for c, mib in imports.items()),
+        flush=True,
+    )
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
     for r in range(args.repeat):
         # each repetition starts with another contender: none always runs first
@@ -349,6 +384,7 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
             "peak_rss_mib": max(x["max_rss_kib"] for x in results) / 1024,
             "output_mib": statistics.median(x["output_bytes"] for x in results) / 2**20,
             "median_steal_share": statistics.median(x["steal_share"] for x in results),
+            "imports_rss_mib": imports[name],
             "runs": results,
         }
         if "requests" in results[0]:
@@ -436,6 +472,10 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         name, uri, target, result = sys.argv[2:6]
         child(name, uri, int(target), Path(result))
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--imports-only":
+        name, where, result = sys.argv[2:5]
+        imports_only(name, where == "s3", Path(result))
         return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--shape", choices=SHAPES, default="bench")
