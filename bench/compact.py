@@ -168,7 +168,10 @@ def import_contender(name: str, s3: bool) -> None:
         import rlcd.storage
 
         if s3:
-            import rlcd.storage.s3  # noqa: F401
+            import rlcd.storage.s3
+        if name in COMMANDS:  # the command also sets up its logging
+            import rlcd.cli.main
+            import rlcd.daemon.logging  # noqa: F401
     elif name == "deltalake":
         import deltalake  # noqa: F401
     else:
@@ -349,7 +352,8 @@ def _import_rss_mib(name: str, s3: bool) -> float:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
             result = Path(out.name)
         where = "s3" if s3 else "local"
-        subprocess.run([sys.executable, __file__, "--imports-only", name, where, str(result)])
+        argv = [sys.executable, __file__, "--imports-only", name, where, str(result)]
+        subprocess.run(argv, check=True)
         peaks.append(json.loads(result.read_text())["max_rss_kib"] / 1024)
         result.unlink()
     return statistics.median(peaks)
