@@ -338,7 +338,7 @@ def _line(name: str, run: dict[str, Any]) -> str:
     text = (
         f"{name:17s} {run['seconds']:6.2f} s ({run['work_seconds']:.2f} s compacting), "
         f"CPU {run['cpu_seconds']:.2f} s, peak RSS {run['max_rss_kib'] / 1024:.0f} MiB, "
-        f"wrote {run['output_bytes'] / 2**20:.1f} MiB, host stole {run['steal_share']:.0%}"
+        f"wrote {run['output_bytes'] / 2**20:.2f} MiB, host stole {run['steal_share']:.0%}"
     )
     if "requests" in run:
         text += f", {run['requests']} requests {run['requests_by_method']}"
@@ -408,7 +408,7 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
         print(
             f"{name:17s} {s['mib_per_s']:7.1f} {s['median_seconds']:7.2f} "
             f"{s['median_work_seconds']:7.2f} {s['median_cpu_seconds']:6.2f} "
-            f"{s['peak_rss_mib']:8.0f} {s['output_mib']:8.1f} {s['median_steal_share']:6.0%}"
+            f"{s['peak_rss_mib']:8.0f} {s['output_mib']:8.2f} {s['median_steal_share']:6.0%}"
             + (f"  {s['median_requests']:.0f} requests" if "median_requests" in s else "")
         )
     ratios: dict[str, Any] = {}
