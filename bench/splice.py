@@ -1,0 +1,162 @@
+"""One Parquet file from row groups encoded apart, each as a file of its own (sans-IO).
+
+pyarrow encodes a row group only within one writer, one row group after another, so a bin
+alone on the machine is bound by one encoding thread while its decode thread idles. Encoded
+as separate one-row-group files, two row groups can be encoded at once, in two threads; this
+joins those files, in row order, into the file a single writer would have written: the magic,
+each file's column chunks as they are, then one footer, whose row groups are the files' own
+with every file offset moved to where the chunks now lie and their ordinals renumbered.
+Everything else in the footer (schema, key-value metadata, ``created_by``, column orders) is
+the first file's, and every later file must carry the same bytes, since all come from one
+writer's settings. Joined from pyarrow's files, the result is byte for byte the file one
+pyarrow writer makes of the same row groups (tested).
+
+The caller parses the finished footer with pyarrow before the file is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow as pa
+from thrift_edit import (
+    STRUCT,
+    Edits,
+    edit_struct,
+    integer,
+    list_header,
+    read_integer,
+    struct_fields,
+)
+
+from rlcd.compaction.footer import MAGIC, footer_span
+
+__all__ = ("SplicedFile",)
+
+# Parquet's thrift field ids (parquet.thrift)
+_FILE_NUM_ROWS: Final = 3
+_FILE_ROW_GROUPS: Final = 4
+_GROUP_COLUMNS: Final = 1
+_GROUP_FILE_OFFSET: Final = 5
+_GROUP_ORDINAL: Final = 7
+_CHUNK_FILE_OFFSET: Final = 2  # deprecated; 0 (unset) is what Arrow writes, and stays 0
+_CHUNK_META: Final = 3
+_CHUNK_INDEX_OFFSETS: Final = (4, 6)  # offset index, column index
+_META_OFFSETS: Final = (9, 10, 11, 14)  # data page, index page, dictionary page, bloom filter
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The first file's footer, cut around its row group: every file's footer must read the
+    same around its own (its row count and row group aside)."""
+
+    head: bytes  # the fields before the row count (version, schema)
+    rows_header: bytes  # the row count's field header
+    groups_header: bytes  # the row groups' field header and a list header of one struct
+    tail: bytes  # the fields after the row groups and the closing stop byte
+
+    @classmethod
+    def of(cls, footer: bytes) -> _Layout:
+        spans = {span[0]: span for span in struct_fields(footer)}
+        rows, groups = spans.get(_FILE_NUM_ROWS), spans.get(_FILE_ROW_GROUPS)
+        if rows is None or groups is None or rows[4] != groups[2]:
+            raise ValueError("a row group's footer has no row count followed by row groups")
+        one = list_header(STRUCT, 1)
+        if footer[groups[3] : groups[3] + len(one)] != one:
+            raise ValueError("a row group's file must hold exactly one row group")
+        return cls(
+            head=footer[: rows[2]],
+            rows_header=footer[rows[2] : rows[3]],
+            groups_header=footer[groups[2] : groups[3]] + one,
+            tail=footer[groups[4] :],
+        )
+
+
+class SplicedFile:
+    """The bytes of one Parquet file, built from one-row-group files in row order: write
+    :data:`MAGIC`, then what :meth:`add` returns for each file, then :meth:`footer`."""
+
+    def __init__(self) -> None:
+        self._position = len(MAGIC)
+        self._rows = 0
+        self._row_groups: list[bytes] = []
+        self._layout: _Layout | None = None
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def add(self, file: pa.Buffer) -> pa.Buffer:
+        """Take the next row group's file; returns its column chunks, to be written next.
+
+        Raises:
+            ValueError: ``file`` is not a Parquet file of one row group, or its footer differs
+                from the first file's elsewhere than in its row group.
+        """
+        size = file.size
+        if size < 2 * len(MAGIC) + 4 or file.slice(0, len(MAGIC)).to_pybytes() != MAGIC:
+            raise ValueError("a row group's file does not start with the Parquet magic")
+        span = footer_span(file.slice(size - 8).to_pybytes(), size)
+        start = size - span
+        footer = file.slice(start, span - 8).to_pybytes()
+        if self._layout is None:
+            self._layout = _Layout.of(footer)
+        layout = self._layout
+        at = len(layout.head) + len(layout.rows_header)
+        if footer[:at] != layout.head + layout.rows_header:
+            raise ValueError("a row group's file has another schema than the first")
+        rows, at = read_integer(footer, at)
+        if footer[at : at + len(layout.groups_header)] != layout.groups_header:
+            raise ValueError("a row group's file must hold exactly one row group")
+        group, at = edit_struct(footer, at + len(layout.groups_header), self._edits())
+        if footer[at:] != layout.tail:
+            raise ValueError("a row group's file has other metadata than the first")
+        self._rows += rows
+        self._row_groups.append(group)
+        body = file.slice(len(MAGIC), start - len(MAGIC))
+        self._position += body.size
+        return body
+
+    def _edits(self) -> Edits:
+        """What moves in the next row group's metadata: its offsets, by where it now starts,
+        and its ordinal."""
+        delta = self._position - len(MAGIC)
+        ordinal = len(self._row_groups)
+
+        def moved(offset: int) -> int:
+            return offset + delta
+
+        meta: Edits = dict.fromkeys(_META_OFFSETS, moved)
+        chunk: Edits = {
+            _CHUNK_FILE_OFFSET: lambda offset: offset and moved(offset),
+            _CHUNK_META: meta,
+            **dict.fromkeys(_CHUNK_INDEX_OFFSETS, moved),
+        }
+        return {
+            _GROUP_COLUMNS: chunk,
+            _GROUP_FILE_OFFSET: moved,
+            _GROUP_ORDINAL: lambda _: ordinal,
+        }
+
+    def footer(self) -> bytes:
+        """The footer, its length and the closing magic: the file's last bytes.
+
+        Raises:
+            ValueError: no row group was added.
+        """
+        layout = self._layout
+        if layout is None:
+            raise ValueError("a Parquet file needs at least one row group")
+        groups = layout.groups_header[:-1] + list_header(STRUCT, len(self._row_groups))
+        meta = b"".join(
+            (
+                layout.head,
+                layout.rows_header,
+                integer(self._rows),
+                groups,
+                *self._row_groups,
+                layout.tail,
+            )
+        )
+        return meta + len(meta).to_bytes(4, "little") + MAGIC
