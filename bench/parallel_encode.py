@@ -13,6 +13,7 @@ wall and CPU ratios and the join's Python cost per row group. Not wired into rlc
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -124,8 +125,7 @@ def main() -> int:
             f"{serial_wall:.2f} s ({serial_cpu:.2f} CPU), two threads {par_wall:.2f} s "
             f"({par_cpu:.2f} CPU); join {join_ms:.2f} ms per row group; identical bytes"
         )
-    ratios.sort()
-    print(f"two threads vs one writer, wall: {ratios[len(ratios) // 2]:.2f}x (median)")
+    print(f"two threads vs one writer, wall: {statistics.median(ratios):.2f}x (median)")
     return 0
 
 

@@ -83,10 +83,6 @@ class SplicedFile:
         self._row_groups: list[bytes] = []
         self._layout: _Layout | None = None
 
-    @property
-    def rows(self) -> int:
-        return self._rows
-
     def add(self, file: pa.Buffer) -> pa.Buffer:
         """Take the next row group's file; returns its column chunks, to be written next.
 

@@ -48,22 +48,22 @@ FieldSpan: TypeAlias = tuple[int, int, int, int, int]
 value starts and its value ends."""
 
 
-def _varint_end(data: bytes, pos: int) -> int:
-    while data[pos] & 0x80:
-        pos += 1
-    return pos + 1
-
-
-def read_integer(data: bytes, pos: int) -> tuple[int, int]:
-    """The zigzag varint at ``pos`` and the position after it."""
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The plain varint at ``pos`` and the position after it."""
     result = shift = 0
     while True:
         b = data[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+            return result, pos
         shift += 7
+
+
+def read_integer(data: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag varint at ``pos`` and the position after it."""
+    n, pos = _read_varint(data, pos)
+    return (n >> 1) ^ -(n & 1), pos
 
 
 def _varint(n: int) -> bytes:
@@ -93,15 +93,7 @@ def _collection(data: bytes, pos: int) -> tuple[int, int, int]:
     size = header >> 4
     pos += 1
     if size == 15:
-        size = 0
-        shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            size |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
+        size, pos = _read_varint(data, pos)
     return header & 0x0F, size, pos
 
 
@@ -112,14 +104,8 @@ def _skip(data: bytes, pos: int, kind: int) -> int:
             pos += 1
         return pos + 1
     if kind == BINARY:
-        size = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            size |= (b & 0x7F) << shift
-            if b < 0x80:
-                return pos + size
-            shift += 7
+        size, pos = _read_varint(data, pos)
+        return pos + size
     if kind == STRUCT:
         return _skip_struct(data, pos)
     if kind in (LIST, SET):
