@@ -6,7 +6,9 @@ Parquet writer) and, unless the store is local, upload (an async task feeding th
 multipart writer). Decode and encode run in one worker thread when other bins of the run keep
 the other cores busy (the cheapest in CPU and memory), or are split over two threads, handing
 batches straight to each other through a byte-bounded handoff with no event-loop round trip
-per batch, so that a bin alone keeps two cores busy. A local store's sources are opened in
+per batch, so that a bin alone keeps two cores busy; such a bin also encodes each row group
+in two threads, a part of its fields in each (:mod:`rlcd.compaction.split_writer`), since its
+encode thread is the one that bounds it. A local store's sources are opened in
 place and its output file is written by pyarrow itself: no data passes through Python objects
 or the event loop.
 
@@ -50,6 +52,7 @@ from rlcd.compaction.source import (
     fetch_source,
     memory_pool,
 )
+from rlcd.compaction.split_writer import SplitWriter
 from rlcd.compaction.stats import StatsAccumulator, StatsSpec
 from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, partition_dir
@@ -160,10 +163,13 @@ def parquet_writer(
     where: str | pa.NativeFile,
     settings: RewriteSettings,
     encodings: ColumnEncodings | None = None,
+    schema: pa.Schema | None = None,
 ) -> pq.ParquetWriter:
     """The writer of a bin's output file. Decimals of up to 18 digits are stored as INT32 or
     INT64, as Spark stores them (smaller and cheaper than pyarrow's fixed-length default).
-    Without ``encodings`` every column may take a dictionary (while it stays small).
+    Without ``encodings`` every column may take a dictionary (while it stays small). A
+    ``schema`` (some of the target's fields) writes a part of each row group (see
+    :mod:`rlcd.compaction.split_writer`).
 
     With ``encodings``, pages end at pyarrow's 1 MiB data page size, not at its default of
     20,000 rows: each page is compressed with a codec context of its own, and on columns of
@@ -172,7 +178,7 @@ def parquet_writer(
     pages made the bench table's output 18% larger, where dictionaries outgrow their limit)."""
     return pq.ParquetWriter(
         where,
-        settings.read.target,
+        settings.read.target if schema is None else schema,
         compression=settings.codec,
         use_dictionary=True if encodings is None else encodings.use_dictionary,
         column_encoding=None if encodings is None else encodings.column_encoding or None,
@@ -235,22 +241,48 @@ class _SourceStart:
 _Item = _SourceStart | tuple[int, pa.RecordBatch]
 
 
+class _OneWriter:
+    """pyarrow's writer, one row group per call, as :class:`SplitWriter` is used."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self._writer = writer
+
+    def write_table(self, table: pa.Table) -> None:
+        self._writer.write_table(table, row_group_size=table.num_rows)
+
+    def close(self) -> pq.FileMetaData:
+        self._writer.close()  # closes a file it opened itself
+        return self._writer.writer.metadata
+
+    def discard(self) -> None:
+        self._writer.close()
+
+
 class _Encoder:
     """The encode stage's state, used by its thread only: the batch counter, the row group
     being filled and the Parquet writer. It hands every row group, and at the end the footer,
     to the stats accumulator, which reads most of the file's stats from the footer."""
 
     def __init__(
-        self, settings: RewriteSettings, sink: str | _ThreadSink, stats: StatsAccumulator
+        self,
+        settings: RewriteSettings,
+        sink: str | _ThreadSink,
+        stats: StatsAccumulator,
+        *,
+        split: bool = False,
     ) -> None:
-        """``sink`` is a local file to write natively, or the sink of an upload task."""
+        """``sink`` is a local file to write natively, or the sink of an upload task. A
+        ``split`` encoder encodes each row group in two threads
+        (:mod:`rlcd.compaction.split_writer`): the choice for a split bin, whose encode thread
+        is otherwise the one that bounds it."""
         self.settings = settings
         self.stats = stats
         self._sink = sink
+        self._split = split
         self._out: str | pa.NativeFile = sink if isinstance(sink, str) else _native(sink)
         self.closed = False
         self.counter = BatchCounter(enabled=settings.count_rows)
-        self.writer: pq.ParquetWriter | None = None
+        self.writer: _OneWriter | SplitWriter | None = None
         self.rows = 0
         self.physical: list[int] = []
         self._footers: list[pq.FileMetaData] = []  # of the sources before the first row group
@@ -286,10 +318,10 @@ class _Encoder:
             table = pa.Table.from_batches(self._pending, schema=self.settings.read.target)
             self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
             self.stats.update_row_group(table)
-            self._writer(table).write_table(table, row_group_size=table.num_rows)
+            self._writer(table).write_table(table)
             self.rows += table.num_rows
 
-    def _writer(self, first_row_group: pa.Table) -> pq.ParquetWriter:
+    def _writer(self, first_row_group: pa.Table) -> _OneWriter | SplitWriter:
         if self.writer is None:
             settings, encodings = self.settings, None
             if settings.encodings == "adaptive":
@@ -305,15 +337,23 @@ class _Encoder:
                         reason=choice.reason,
                     )
             self._footers = []
-            self.writer = parquet_writer(self._out, settings, encodings)
+            if not self._split:
+                self.writer = _OneWriter(parquet_writer(self._out, settings, encodings))
+            else:
+                if isinstance(self._out, str):  # opened here, as pyarrow would open it
+                    self._out = pa.OSFile(self._out, "wb")
+                self.writer = SplitWriter(
+                    self._out,
+                    lambda stream, schema: parquet_writer(stream, settings, encodings, schema),
+                    chunk_bytes=_SINK_BUFFER,
+                )
         return self.writer
 
     def close(self) -> None:
         """Write the last row group and the footer, and flush every byte to the sink."""
         self._flush_row_group()
         if self.writer is not None:
-            self.writer.close()  # closes a file it opened itself
-            self.stats.add_footer(self.writer.writer.metadata)
+            self.stats.add_footer(self.writer.close())
         if not isinstance(self._out, str):
             self._out.close()
         self.closed = True
@@ -326,7 +366,7 @@ class _Encoder:
             self._sink.dropping = True
         with contextlib.suppress(Exception):
             if self.writer is not None:
-                self.writer.close()
+                self.writer.discard()
         with contextlib.suppress(Exception):
             if not isinstance(self._out, str):
                 self._out.close()
@@ -696,7 +736,7 @@ async def _rewrite(
             # a local file is written by pyarrow directly; anything else through the upload task
             local = file_writer is not None
             sink = file_writer.path if file_writer is not None else _ThreadSink(chunk_send)
-            encoder = _Encoder(settings, sink, stats)
+            encoder = _Encoder(settings, sink, stats, split=split)
             try:
                 async with anyio.create_task_group() as tg:
                     if not local:

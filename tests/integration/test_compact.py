@@ -6,16 +6,19 @@ drops as planned, ``verify`` passes, and a second run plans nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import pyarrow.parquet as pq
 import pytest
 
 from rlcd.compaction.compact import CompactionReport, compact_table
 from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.splice import SplicedFile
 from rlcd.compaction.verify import verify_table
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import UnsupportedFeatureError
@@ -55,12 +58,14 @@ async def _delete_some(uri: str, s3: object) -> None:
         await delete_rows(store, snap, {first: [0, 5, 6], second: list(range(0, 30, 2))})
 
 
-async def _compact_and_check(uri: str, s3: object, local: Callable[[], Path]) -> CompactionReport:
+async def _compact_and_check(
+    uri: str, s3: object, local: Callable[[], Path], policy: CompactionPolicy = POLICY
+) -> CompactionReport:
     before_files = live_files(local())
     before = delta_rs_rows(local())
     assert kernel_rows(local()) == before
     async with open_store(uri, s3=s3) as store:  # type: ignore[arg-type]
-        report = await compact_table(store, POLICY)
+        report = await compact_table(store, policy)
         assert report.planned, "the table has small files to compact"
         assert not report.failed
         assert report.committed_version is not None
@@ -68,7 +73,7 @@ async def _compact_and_check(uri: str, s3: object, local: Callable[[], Path]) ->
         verification = await verify_table(store)
         assert verification.ok, verification
         assert sum(c.sources_checked for c in verification.commits) >= report.files_removed
-        again = await compact_table(store, POLICY)
+        again = await compact_table(store, policy)
         assert again.planned == ()
     path = local()
     assert delta_rs_rows(path) == before
@@ -84,6 +89,30 @@ async def test_compact_local(tmp_path: Path, kind: str) -> None:
     if kind == "deletion-vectors":
         await _delete_some(str(tmp_path), None)
     await _compact_and_check(str(tmp_path), None, lambda: tmp_path)
+
+
+@pytest.mark.parametrize("deletes", [False, True], ids=["plain", "dvs"])
+async def test_a_lone_bin_of_many_row_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deletes: bool
+) -> None:
+    """A bin alone on the machine encodes each row group in two threads, in parts of its
+    fields (``rlcd.compaction.split_writer``): the readers read its many row groups whole."""
+    parted = []
+    add_columns = SplicedFile.add_columns
+    monkeypatch.setattr(
+        SplicedFile, "add_columns", lambda self, parts: parted.append(1) or add_columns(self, parts)
+    )
+    dvs = {"delta.enableDeletionVectors": "true"}
+    for i in range(6):
+        tags = [[str(j)] * (j % 3) for j in range(200)]
+        append(tmp_path, batch(i * 200, 200, tags=tags), configuration=dvs if i == 0 else None)
+    if deletes:
+        await _delete_some(str(tmp_path), None)
+    policy = dataclasses.replace(POLICY, row_group_rows=150)
+    report = await _compact_and_check(str(tmp_path), None, lambda: tmp_path, policy)
+    (out,) = report.committed
+    assert pq.read_metadata(tmp_path / out.key).num_row_groups == 6
+    assert len(parted) == 5  # the first row group comes whole
 
 
 @pytest.mark.parametrize("name", FIXTURE_KINDS)

@@ -139,6 +139,26 @@ async def test_local_and_remote_paths_write_the_same_file(
     assert not _leftovers(tmp_path)
 
 
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+async def test_a_split_bin_writes_the_one_thread_bins_bytes(tmp_path: Path, remote: bool) -> None:
+    """A split bin encodes each row group in two parts at once: byte for byte the same file."""
+    _small_table(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        bin_, settings = await _plan(store)
+        settings = dataclasses.replace(settings, row_group_rows=400)
+        target = Remote(store) if remote else store
+        one = await rewrite_bin(target, bin_, settings)  # type: ignore[arg-type]
+        two = await rewrite_bin(target, bin_, settings, split=True)  # type: ignore[arg-type]
+    assert pq.read_metadata(tmp_path / two.key).num_row_groups == 3
+    assert (tmp_path / one.key).read_bytes() == (tmp_path / two.key).read_bytes()
+    assert (one.stats, one.runs, one.offsets, one.rows) == (
+        two.stats,
+        two.runs,
+        two.offsets,
+        two.rows,
+    )
+
+
 @pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
 async def test_failed_upload_stops_the_bin_and_leaves_nothing(tmp_path: Path, split: bool) -> None:
     """The store fails while the encoder still has chunks to hand over: the bin fails with

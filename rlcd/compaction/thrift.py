@@ -1,6 +1,6 @@
 """Thrift's compact protocol, as Parquet footers use it: integers rewritten in place (sans-IO).
 
-``bench/splice.py`` joins row groups that were encoded apart into one file: it
+``rlcd.compaction.splice`` joins row groups that were encoded apart into one file: it
 moves a few integers of a footer (file offsets, ordinals) and keeps every other byte as the
 writer wrote it. So nothing is decoded into objects: :func:`struct_fields` finds where each
 field of a struct lies, :func:`edit_struct` copies a struct's bytes with the integers it is
@@ -22,6 +22,7 @@ __all__ = (
     "integer",
     "list_header",
     "read_integer",
+    "struct_list",
 )
 
 STOP: Final = 0
@@ -152,6 +153,26 @@ def _skip_struct(data: bytes, pos: int) -> int:
             pos = _skip(data, pos, kind)
 
 
+def struct_list(data: bytes, pos: int) -> tuple[list[bytes], int]:
+    """The structs of the list at ``pos``, each as its bytes, and the position after the list.
+
+    Raises:
+        ValueError: the list's elements are not structs, or the bytes end inside it.
+    """
+    try:
+        element, size, pos = _collection(data, pos)
+        if element != STRUCT:
+            raise ValueError(f"a list of compact type {element} at byte {pos}, not of structs")
+        structs = []
+        for _ in range(size):
+            end = _skip_struct(data, pos)
+            structs.append(data[pos:end])
+            pos = end
+    except IndexError:
+        raise ValueError(f"a list runs past the end of its {len(data)} bytes") from None
+    return structs, pos
+
+
 def struct_fields(data: bytes, pos: int = 0) -> Iterator[FieldSpan]:
     """Each field of the struct at ``pos``, in the order written; the struct's closing stop
     byte is at the last field's value end (or at ``pos`` when it has none).
@@ -218,7 +239,12 @@ def edit_struct(data: bytes, pos: int, edits: Edits) -> tuple[bytes, int]:
 
 
 def _edit_value(
-    data: bytes, pos: int, kind: int, field: int, edit: Callable[[int], int] | Edits, out: list
+    data: bytes,
+    pos: int,
+    kind: int,
+    field: int,
+    edit: Callable[[int], int] | Edits,
+    out: list[bytes],
 ) -> int:
     """Append the edited value of ``field`` at ``pos`` to ``out``; the position after it."""
     if callable(edit):
