@@ -29,6 +29,7 @@ from rlcd.compaction.thrift import (
     STOP,
     STRUCT,
     Edits,
+    FieldSpan,
     edit_struct,
     integer,
     list_header,
@@ -65,21 +66,28 @@ class _Layout:
 
     @classmethod
     def of(cls, footer: bytes) -> _Layout:
-        spans = {span[0]: span for span in struct_fields(footer)}
-        rows, groups = spans.get(_FILE_NUM_ROWS), spans.get(_FILE_ROW_GROUPS)
-        if rows is None or groups is None or rows[4] != groups[2]:
-            raise ValueError("a row group's footer has no row count followed by row groups")
-        one = list_header(STRUCT, 1)
-        if footer[groups[3] : groups[3] + len(one)] != one:
-            raise ValueError("a row group's file must hold exactly one row group")
-        group, _ = edit_struct(footer, groups[3] + len(one), {})
+        rows, groups, group_at = _row_group_at(footer)
+        group, _ = edit_struct(footer, group_at, {})
         return cls(
             chunks=_chunk_count(group),
             head=footer[: rows[2]],
             rows_header=footer[rows[2] : rows[3]],
-            groups_header=footer[groups[2] : groups[3]] + one,
+            groups_header=footer[groups[2] : group_at],
             tail=footer[groups[4] :],
         )
+
+
+def _row_group_at(footer: bytes) -> tuple[FieldSpan, FieldSpan, int]:
+    """A one-row-group footer's row count and row groups fields, and where its row group
+    starts."""
+    spans = {span[0]: span for span in struct_fields(footer)}
+    rows, groups = spans.get(_FILE_NUM_ROWS), spans.get(_FILE_ROW_GROUPS)
+    if rows is None or groups is None or rows[4] != groups[2]:
+        raise ValueError("a row group's footer has no row count followed by row groups")
+    one = list_header(STRUCT, 1)
+    if footer[groups[3] : groups[3] + len(one)] != one:
+        raise ValueError("a row group's file must hold exactly one row group")
+    return rows, groups, groups[3] + len(one)
 
 
 def _footer(file: pa.Buffer) -> tuple[bytes, int]:
@@ -99,9 +107,10 @@ def _chunk_count(group: bytes) -> int:
     return 0
 
 
-def _merged(groups: list[bytes]) -> bytes:
+def _merged(groups: list[bytes]) -> tuple[bytes, int]:
     """One row group of the column chunks of ``groups`` (the same rows, other columns each, in
-    column order): the first group's fields, with all the chunks and the summed sizes."""
+    column order): the first group's fields, with all the chunks and the summed sizes; and
+    how many chunks it holds."""
     chunks: list[bytes] = []
     sizes = dict.fromkeys(_GROUP_SIZES, 0)
     for group in groups:
@@ -120,7 +129,7 @@ def _merged(groups: list[bytes]) -> bytes:
         else:
             out.append(first[start:end])
     out.append(bytes((STOP,)))
-    return b"".join(out)
+    return b"".join(out), len(chunks)
 
 
 class SplicedFile:
@@ -174,23 +183,17 @@ class SplicedFile:
         position, counts, groups, bodies = self._position, set(), [], []
         for part in parts:
             footer, start = _footer(part)
-            spans = {span[0]: span for span in struct_fields(footer)}
-            rows, groups_at = spans.get(_FILE_NUM_ROWS), spans.get(_FILE_ROW_GROUPS)
-            if rows is None or groups_at is None:
-                raise ValueError("a column part's footer has no row count or row groups")
+            rows, _, group_at = _row_group_at(footer)
             counts.add(read_integer(footer, rows[3])[0])
-            one = list_header(STRUCT, 1)
-            if footer[groups_at[3] : groups_at[3] + len(one)] != one:
-                raise ValueError("a column part's file must hold exactly one row group")
-            group, _ = edit_struct(footer, groups_at[3] + len(one), self._edits(position))
+            group, _ = edit_struct(footer, group_at, self._edits(position))
             groups.append(group)
             body = part.slice(len(MAGIC), start - len(MAGIC))
             bodies.append(body)
             position += body.size
-        merged = _merged(groups)
+        merged, chunks = _merged(groups)
         if len(counts) != 1:
             raise ValueError(f"column parts of one row group hold {sorted(counts)} rows")
-        if _chunk_count(merged) != layout.chunks:
+        if chunks != layout.chunks:
             raise ValueError("column parts do not hold the file's column chunks")
         self._append(counts.pop(), merged, position - self._position)
         return bodies
