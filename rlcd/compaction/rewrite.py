@@ -514,6 +514,7 @@ def _items(
     Raises:
         _Aborted: the fetch task ended early (it reports its own failure or cancellation).
     """
+    width = 0.0  # bytes a row of the widest buffer, as seen on the bin's sources so far
     for index in range(len(bin.sources)):
         try:
             fetched = anyio.from_thread.run(sources.receive)
@@ -524,10 +525,11 @@ def _items(
                 fetched, settings.read, table=settings.table, version=settings.version
             )
             yield _SourceStart(index, decoded.physical_rows, decoded.footer)
-            for batch in decoded.batches():
+            for batch in decoded.batches(width):
                 if batch.num_rows:
                     stats.update(batch)
                 yield index, batch
+            width = max(width, decoded.width)
         finally:
             fetched.close()
 

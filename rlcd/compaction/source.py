@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
+from rlcd.compaction.batching import MAX_BATCH_ROWS, batch_rows, footer_row_bytes, row_bytes
 from rlcd.compaction.footer import footer_span, parse_footer
 from rlcd.compaction.positions import DeletedRows
 from rlcd.delta.actions import AddFile
@@ -76,7 +77,7 @@ class ReadOptions:
 
     target: pa.Schema
     by_field_id: bool = False
-    batch_size: int = 65_536
+    batch_size: int = MAX_BATCH_ROWS
     spill_threshold: int = 256 * 1024 * 1024
 
 
@@ -180,6 +181,7 @@ class DecodedSource:
             raise CorruptDataError(f"not a readable Parquet file: {exc}", **self._where) from exc
         self.footer: pq.FileMetaData = self._parquet.metadata
         self.physical_rows: int = self.footer.num_rows
+        self.width = 0.0
         file_fields = list(self._parquet.schema_arrow)
         if options.by_field_id and file_fields and not any(map(_field_id, file_fields)):
             # column mapping id mode resolves columns by field id: without ids every column
@@ -196,17 +198,24 @@ class DecodedSource:
                 **self._where,
             )
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """The live rows in physical order, conformed to the target schema."""
+    def batches(self, width: float = 0.0) -> Iterator[pa.RecordBatch]:
+        """The live rows in physical order, conformed to the target schema, in batches sized
+        for the widest of ``width`` (bytes a row, as seen on earlier sources) and the footer's
+        estimate (see :mod:`rlcd.compaction.batching`); :attr:`width` is then what the first
+        batch showed, or the footer's estimate."""
         options, start = self._options, 0
+        self.width = max(width, footer_row_bytes(self.footer))
+        rows = batch_rows(self.width, max_rows=options.batch_size)
         try:
             for batch in self._parquet.iter_batches(
                 # decoded in this (the decode stage's) thread: the bin's pipeline already keeps
                 # the cores busy, and Arrow's pool threads would add ~7% CPU for nothing
-                batch_size=options.batch_size,
+                batch_size=rows,
                 use_threads=False,
             ):
                 n = batch.num_rows
+                if start == 0:
+                    self.width = max(self.width, row_bytes(batch))
                 mask = None if self._deleted is None else self._deleted.keep_mask(start, n)
                 start += n
                 yield conform_batch(
