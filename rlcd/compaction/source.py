@@ -200,9 +200,9 @@ class DecodedSource:
 
     def batches(self, width: float = 0.0) -> Iterator[pa.RecordBatch]:
         """The live rows in physical order, conformed to the target schema, in batches sized
-        for the widest of ``width`` (bytes a row, as seen on earlier sources) and the footer's
-        estimate (see :mod:`rlcd.compaction.batching`); :attr:`width` is then what the first
-        batch showed, or the footer's estimate."""
+        for the wider of ``width`` (bytes a row, as seen on earlier sources) and the footer's
+        estimate (see :mod:`rlcd.compaction.batching`). ``self.width`` then holds the widest of
+        those and of what the first batch showed, for the bin's next source."""
         options, start = self._options, 0
         self.width = max(width, footer_row_bytes(self.footer))
         rows = batch_rows(self.width, max_rows=options.batch_size)
