@@ -5,9 +5,10 @@ pyarrow's Parquet reader builds each column of a batch in buffers that grow as i
 values. Past a few MiB, a buffer is an allocation of its own that jemalloc maps for it and
 returns to the system once freed, so a decoded batch of wide strings is faulted in, page by
 page, every time, and copied as it grows. Measured on the skewed bench table (a free-text
-column of ~200 bytes a value, 50,000-row files): decoding 65,536 rows at a time took 560-630k
-page faults per run, 2.2-2.5 s of system CPU and a 290 MiB peak; batches whose largest buffer
-stays under 2 MiB took ~140k faults, 1.2 s and 213 MiB. Narrow columns keep long batches:
+column of ~200 bytes a value, 50,000-row files; 4 alternating runs each): decoding 65,536 rows
+at a time took 420-690k page faults per run, 1.8-2.6 s of system CPU and a 292-301 MiB peak;
+batches whose largest buffer stays under 2 MiB took 127-145k faults, 0.9-1.1 s and 209-220 MiB.
+Narrow columns keep long batches:
 every batch costs the same Python work whatever its rows (8,192-row batches on the bench and
 fixture tables cost 10-20% more CPU).
 
