@@ -43,7 +43,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
 from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
-from rlcd.compaction.encodings import ColumnEncodings, choose_encodings
+from rlcd.compaction.encodings import ColumnEncodings, FilePlan, plan_file
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.source import (
     DecodedSource,
@@ -87,6 +87,12 @@ three times as much, see :class:`BinShares`). Against 32 MiB, measured side by s
 one, 270 -> 185 on the fixture one, with throughput within noise and files at most 0.3%
 larger (16% on the fixture table, still a quarter of delta-rs'). The row groups (a few
 hundred thousand rows) are still larger than DuckDB's or polars' defaults."""
+GROWN_ROW_GROUP_BYTES = 64 * 1024 * 1024
+"""The row groups of a file whose widest column takes a dictionary only in row groups this
+large (:func:`rlcd.compaction.encodings.plan_file`): values of a few hundred bytes drawn from
+tens of thousands (messages, user agents, URLs) repeat too seldom among 8 MiB of rows to pay
+for a dictionary. Such a bin holds this much. A chosen dictionary holds some of its row
+group's values, so it adds no more than the row group does."""
 MAX_HANDOFF_BYTES = ROW_GROUP_BYTES
 """The most a bin's stages hold between them, also when it takes over finished bins' shares:
 room for the decoder to decode one row group's worth while the encoder writes one, which is
@@ -182,7 +188,9 @@ def parquet_writer(
         compression=settings.codec,
         use_dictionary=True if encodings is None else encodings.use_dictionary,
         column_encoding=None if encodings is None else encodings.column_encoding or None,
-        dictionary_pagesize_limit=settings.dictionary_page_limit,
+        dictionary_pagesize_limit=settings.dictionary_page_limit
+        if encodings is None
+        else encodings.dictionary_page_limit,
         write_statistics=True,
         use_compliant_nested_type=True,
         store_decimal_as_integer=True,
@@ -289,6 +297,8 @@ class _Encoder:
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._pending_bytes = 0
+        self._plan: FilePlan | None = None  # adaptive encodings, made on the first row group
+        self._row_group_bytes = ROW_GROUP_BYTES
 
     def accept(self, item: _Item) -> None:
         """Take the next item of the decode stage: a source's start, or one of its batches."""
@@ -310,12 +320,50 @@ class _Encoder:
         self._pending_rows += batch.num_rows
         self._pending_bytes += batch.nbytes
         limit = self.settings.row_group_rows
-        if self._pending_rows >= limit or self._pending_bytes >= ROW_GROUP_BYTES:
+        full = self._pending_rows >= limit or self._pending_bytes >= self._row_group_bytes
+        if full and not self._grows():
             self._flush_row_group()
+
+    def _grows(self) -> bool:
+        """Whether the first row group, full at :data:`ROW_GROUP_BYTES`, is to grow: the
+        adaptive plan, made on it, says so."""
+        if self._plan is not None or self.writer is not None:
+            return False
+        if self.settings.encodings != "adaptive":
+            return False
+        plan = self._planned(self._pending_table())
+        rows = self.settings.row_group_rows
+        return self._pending_rows < rows and self._pending_bytes < plan.row_group_bytes
+
+    def _pending_table(self) -> pa.Table:
+        return pa.Table.from_batches(self._pending, schema=self.settings.read.target)
+
+    def _planned(self, first_row_group: pa.Table) -> FilePlan:
+        """The adaptive plan, made once, on the rows of the first row group (so far)."""
+        if self._plan is None:
+            self._plan = plan_file(
+                first_row_group,
+                self._footers,
+                row_group_bytes=ROW_GROUP_BYTES,
+                grown_bytes=GROWN_ROW_GROUP_BYTES,
+                max_rows=self.settings.row_group_rows,
+                small_dictionary=self.settings.dictionary_page_limit,
+            )
+            self._row_group_bytes = self._plan.row_group_bytes
+            for choice in self._plan.encodings.choices:
+                log.debug(
+                    "column_encoding",
+                    table=self.settings.table,
+                    column=choice.column,
+                    encoding=choice.encoding,
+                    reason=choice.reason,
+                    row_group_bytes=self._row_group_bytes,
+                )
+        return self._plan
 
     def _flush_row_group(self) -> None:
         if self._pending:
-            table = pa.Table.from_batches(self._pending, schema=self.settings.read.target)
+            table = self._pending_table()
             self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
             self.stats.update_row_group(table)
             self._writer(table).write_table(table)
@@ -325,17 +373,7 @@ class _Encoder:
         if self.writer is None:
             settings, encodings = self.settings, None
             if settings.encodings == "adaptive":
-                encodings = choose_encodings(
-                    first_row_group, self._footers, dictionary_limit=settings.dictionary_page_limit
-                )
-                for choice in encodings.choices:
-                    log.debug(
-                        "column_encoding",
-                        table=settings.table,
-                        column=choice.column,
-                        encoding=choice.encoding,
-                        reason=choice.reason,
-                    )
+                encodings = self._planned(first_row_group).encodings
             self._footers = []
             if not self._split:
                 self.writer = _OneWriter(parquet_writer(self._out, settings, encodings))

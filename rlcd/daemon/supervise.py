@@ -37,7 +37,7 @@ import structlog
 from rlcd.compaction.cleanup import clean_table
 from rlcd.compaction.compact import CompactionReport, compact_table, plan_table
 from rlcd.compaction.plan import Bin
-from rlcd.compaction.rewrite import HANDOFF_BYTES, ROW_GROUP_BYTES
+from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.daemon.config import DiscoverEntry, Settings, TablePolicy
 from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
 from rlcd.daemon.metrics import Health, Metrics, TableHealth
@@ -52,9 +52,10 @@ __all__ = ("Limits", "TableStatus", "Supervisor", "StoreFactory", "BIN_MEMORY", 
 
 log = structlog.get_logger(__name__)
 
-BIN_MEMORY: Final = 2 * ROW_GROUP_BYTES + HANDOFF_BYTES
+BIN_MEMORY: Final = 2 * GROWN_ROW_GROUP_BYTES + HANDOFF_BYTES
 """What one bin in flight may hold (a row group filling, one being written, the batches
-between its stages): the memory budget buys this many bytes per bin."""
+between its stages), with row groups at their largest: the memory budget buys this many bytes
+per bin (134 MiB: the default 1 GiB admits 7 bins, more than the 4 in flight by default)."""
 
 _POLLS_AT_ONCE: Final = 16
 _CLEAN_EVERY_S: Final = 60.0

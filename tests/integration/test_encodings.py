@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rlcd.compaction import rewrite
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.encodings import DELTA_BINARY_PACKED, DICTIONARY
 from rlcd.compaction.policy import CompactionPolicy
@@ -106,3 +107,41 @@ async def test_the_default_policy_chooses_encodings_from_the_data(tmp_path: Path
     assert report.committed_version is not None
     used = output_encodings(tmp_path, report.committed_version)
     assert DELTA_BINARY_PACKED in used["id"]
+
+
+def repeating_text_file(f: int, rows: int = 2_000, pool: int = 3_000) -> pa.Table:
+    """One append of 300-byte strings drawn from ``pool`` distinct ones (with nulls), beside
+    an id."""
+    rng = np.random.default_rng(100 + f)
+    values = pa.array([f"{v:06d}".ljust(300, "x") for v in range(pool)])
+    return pa.table(
+        {
+            "id": pa.array(np.arange(f * rows, (f + 1) * rows, dtype=np.int64)),
+            "text": values.take(pa.array(rng.integers(0, pool, rows), mask=rng.random(rows) < 0.1)),
+        }
+    )
+
+
+async def test_a_wide_repeating_column_grows_row_groups_and_reads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Strings that repeat too seldom in a row group of ``ROW_GROUP_BYTES`` to pay for a
+    dictionary make the output's row groups grow (here the two sizes are scaled down to 1 and
+    8 MiB), dictionary-encoded; delta-rs and the kernel read exactly the rows they read
+    before."""
+    monkeypatch.setattr(rewrite, "ROW_GROUP_BYTES", 1 << 20)
+    monkeypatch.setattr(rewrite, "GROWN_ROW_GROUP_BYTES", 8 << 20)
+    for f in range(20):
+        append(tmp_path, repeating_text_file(f))
+    before = delta_rs_rows(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        report = await compact_table(store, CompactionPolicy(encodings="adaptive"))
+    assert report.committed_version is not None and not report.failed
+    assert DICTIONARY in output_encodings(tmp_path, report.committed_version)["text"]
+    log = tmp_path / "_delta_log" / f"{report.committed_version:020d}.json"
+    (add,) = (a["add"] for a in map(json.loads, log.read_text().splitlines()) if "add" in a)
+    meta = pq.read_metadata(tmp_path / add["path"])
+    assert meta.num_row_groups == 2  # 40,000 rows (~11 MiB): one grown row group and the rest
+    assert meta.row_group(0).num_rows > 6 * (1 << 20) // 300
+    assert delta_rs_rows(tmp_path) == before
+    assert kernel_rows(tmp_path) == before

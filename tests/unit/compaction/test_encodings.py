@@ -12,11 +12,14 @@ from rlcd.compaction.encodings import (
     DICTIONARY,
     PLAIN,
     ColumnEncodings,
+    EncodingChoice,
     choose_encodings,
+    distinct_estimate,
     leaf_paths,
+    plan_file,
 )
 
-LIMIT = 64 * 1024
+LIMIT = 256 * 1024
 ROWS = 200_000
 RNG = np.random.default_rng(7)
 
@@ -105,7 +108,7 @@ def test_a_source_dictionary_over_the_limit_rules_a_dictionary_out() -> None:
     repetitive = pa.table({"s": [f"value-{i % 2000:06d}" for i in range(ROWS)]})
     assert chosen(repetitive) == {"s": DICTIONARY}
     wide = pa.table({"s": [f"value-{i:06d}-{'x' * 20}" for i in range(20_000)]})
-    footer = footer_of(wide, dictionary_pagesize_limit=4 * 1024 * 1024)
+    footer = footer_of(wide, dictionary_pagesize_limit=4 * 1024 * 1024, compression="none")
     assert footer.row_group(0).column(0).has_dictionary_page
     assert chosen(repetitive, [footer]) == {"s": PLAIN}
 
@@ -170,3 +173,76 @@ def test_the_settings_write_a_file_with_each_encoding() -> None:
     assert DELTA_BINARY_PACKED in used["id"]
     assert DICTIONARY in used["kind"] and DICTIONARY in used["s.x"]
     assert DICTIONARY not in used["noise"] and "PLAIN" in used["noise"]
+
+
+def blocks_of(values: np.ndarray) -> list[pa.Array]:
+    """The sample blocks the chooser takes of a column of ``values`` (16 runs of 1024)."""
+    step = len(values) // 16
+    return [pa.array(values[i * step : i * step + 1024]) for i in range(16)]
+
+
+@pytest.mark.parametrize(
+    ("values", "truth"),
+    [
+        (RNG.integers(0, 30_000, ROWS), 30_000),  # drawn from one set: Chao2
+        (np.arange(ROWS) // 4, ROWS // 4),  # runs of neighbours: proportional
+        (np.arange(ROWS), ROWS),  # all distinct
+        (RNG.integers(0, 40, ROWS), 40),  # every value seen
+    ],
+    ids=["drawn-from-a-set", "sorted-runs", "all-distinct", "few-values"],
+)
+def test_distinct_estimate_is_near_the_truth(values: np.ndarray, truth: int) -> None:
+    """Within 15% of the column's distinct values, whether they come in runs or are drawn at
+    random from a set several times larger than the sample."""
+    assert distinct_estimate(blocks_of(values), len(values)) == pytest.approx(truth, rel=0.15)
+
+
+def test_distinct_estimate_of_a_whole_short_column_is_exact() -> None:
+    column = pa.array([1, 2, 2, None, 3] * 100)
+    assert distinct_estimate([column], len(column) - column.null_count) == 3
+
+
+def test_the_dictionary_page_limit_leaves_room_for_the_estimate() -> None:
+    """Twice the largest chosen dictionary's estimate, at least the small limit, at most the
+    limit a chosen dictionary may take."""
+
+    def limit(*sizes: int) -> int:
+        choices = tuple(EncodingChoice(f"c{i}", DICTIONARY, "", s) for i, s in enumerate(sizes))
+        return ColumnEncodings(choices, 64 << 10, 16 << 20).dictionary_page_limit
+
+    assert limit() == limit(1000) == 64 << 10
+    assert limit(3 << 20, 1 << 20) == 6 << 20
+    assert limit(12 << 20) == 16 << 20
+
+
+def wide(pool: int, rows: int = 40_000, width: int = 300, **others: pa.Array) -> pa.Table:
+    """A column of ``width``-byte strings drawn from ``pool`` distinct ones, and ``others``."""
+    text = [f"{v:012d}".ljust(width, "x") for v in RNG.integers(0, pool, rows)]
+    return pa.table({"text": text, **others})
+
+
+def planned(table: pa.Table) -> tuple[str, int]:
+    plan = plan_file(
+        table, [], row_group_bytes=table.nbytes, grown_bytes=8 * table.nbytes, max_rows=1 << 20
+    )
+    return {c.column: c.encoding for c in plan.encodings.choices}["text"], plan.row_group_bytes
+
+
+def test_a_wide_column_repeating_in_larger_row_groups_grows_them() -> None:
+    """Strings drawn from 30,000 repeat too seldom among 40,000 rows to pay for a dictionary,
+    often enough among eight times as many: the file's row groups grow, with a dictionary."""
+    table = wide(30_000)
+    assert planned(table) == (DICTIONARY, 8 * table.nbytes)
+    assert chosen(table) == {"text": PLAIN}
+
+
+def test_row_groups_grow_only_for_a_wide_repeating_column_that_holds_most_bytes() -> None:
+    """No growth where the strings are all distinct, where they already repeat enough, or where
+    the column holds less than half the bytes."""
+    table = wide(2_000)
+    assert planned(table) == (DICTIONARY, table.nbytes)
+    table = wide(10**9)
+    assert planned(table) == (PLAIN, table.nbytes)
+    noise = {f"n{i}": pa.array(RNG.random(40_000)) for i in range(50)}
+    table = wide(30_000, **noise)
+    assert planned(table) == (PLAIN, table.nbytes)
