@@ -338,14 +338,15 @@ class _Encoder:
     def _pending_table(self) -> pa.Table:
         return pa.Table.from_batches(self._pending, schema=self.settings.read.target)
 
-    def _planned(self, first_row_group: pa.Table) -> FilePlan:
-        """The adaptive plan, made once, on the rows of the first row group (so far)."""
+    def _planned(self, first_row_group: pa.Table, *, last: bool = False) -> FilePlan:
+        """The adaptive plan, made once, on the rows of the first row group (so far); for a
+        ``last`` one, the whole file, row groups do not grow."""
         if self._plan is None:
             self._plan = plan_file(
                 first_row_group,
                 self._footers,
                 row_group_bytes=ROW_GROUP_BYTES,
-                grown_bytes=GROWN_ROW_GROUP_BYTES,
+                grown_bytes=ROW_GROUP_BYTES if last else GROWN_ROW_GROUP_BYTES,
                 max_rows=self.settings.row_group_rows,
                 small_dictionary=self.settings.dictionary_page_limit,
             )
@@ -373,7 +374,8 @@ class _Encoder:
         if self.writer is None:
             settings, encodings = self.settings, None
             if settings.encodings == "adaptive":
-                encodings = self._planned(first_row_group).encodings
+                # a plan not made yet is made on the whole file: the bin ends here
+                encodings = self._planned(first_row_group, last=True).encodings
             self._footers = []
             if not self._split:
                 self.writer = _OneWriter(parquet_writer(self._out, settings, encodings))

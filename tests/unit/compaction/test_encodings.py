@@ -246,3 +246,14 @@ def test_row_groups_grow_only_for_a_wide_repeating_column_that_holds_most_bytes(
     noise = {f"n{i}": pa.array(RNG.random(40_000)) for i in range(50)}
     table = wide(30_000, **noise)
     assert planned(table) == (PLAIN, table.nbytes)
+
+
+def test_a_plan_without_room_to_grow_is_the_first_row_groups_own() -> None:
+    """A file that ends within its first row group (planned with no larger size) gets the
+    encodings its own rows call for."""
+    table = wide(30_000)
+    plan = plan_file(
+        table, [], row_group_bytes=table.nbytes, grown_bytes=table.nbytes, max_rows=1 << 20
+    )
+    assert plan.row_group_bytes == table.nbytes
+    assert {c.column: c.encoding for c in plan.encodings.choices} == {"text": PLAIN}
