@@ -32,12 +32,12 @@ Each run also reports the share of the machine's CPU capacity the hypervisor sto
 (``/proc/stat``): on a shared host a compactor gets only the cores not stolen, so where much
 is stolen wall time follows CPU time, and the throughput ratio follows the CPU ratio.
 
-``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (the bench
-shape, one commit) as a single bin with rlcd, and reports its peak RSS per size.
+``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (of
+``--shape``, one commit) as a single bin with rlcd, and reports its peak RSS per size.
 
 rlcd's modules are byte-compiled first, as a pip install leaves them.
 
-Writes JSON to ``bench/out/compact[-SHAPE][-s3].json``.
+Writes JSON to ``bench/out/compact-SHAPE[-s3|-memory].json``.
 """
 
 from __future__ import annotations
@@ -434,16 +434,20 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
     return {"summary": summary, "ratios": ratios}
 
 
+_FILE_BYTES = {"bench": 1.7 * 2**20, "skewed": 5.0 * 2**20, "fixture": 0.34 * 2**20}
+"""Bytes of one 50k-row file of each shape."""
+
+
 def memory(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
-    """Peak RSS of one rlcd bin per bin size (bench shape, single-commit tables)."""
+    """Peak RSS of one rlcd bin per bin size (single-commit tables of ``--shape``)."""
     sizes = [float(s) for s in args.bin_gib.split(",")]
-    per_file = 1.7 * 2**20  # bytes of one 50k-row file of the bench shape
+    per_file = _FILE_BYTES[args.shape] * args.rows / 50_000
     results: dict[str, Any] = {}
     for gib in sizes:
         table = scratch / f"table-{gib}"
         files = max(1, round(gib * 2**30 / per_file))
         t0 = time.perf_counter()
-        generate_one_commit(table, files, args.rows, "bench")
+        generate_one_commit(table, files, args.rows, args.shape)
         size = sum(_parquet_sizes(table).values())
         print(
             f"{gib} GiB: {files} files, {size / 2**30:.2f} GiB "
@@ -495,7 +499,7 @@ def main() -> int:
     unknown = set(args.contenders.split(",")) - set(CONTENDERS)
     if unknown or (args.s3 and "floor" in args.contenders):
         raise SystemExit(f"unknown contenders {sorted(unknown)} (floor runs locally only)")
-    suffix = "-memory" if args.bin_gib else f"-{args.shape}" + ("-s3" if args.s3 else "")
+    suffix = f"-{args.shape}" + ("-memory" if args.bin_gib else "-s3" if args.s3 else "")
     out = args.out or Path(__file__).parent / "out" / f"compact{suffix}.json"
     # rlcd's bytecode, as a pip install leaves it: without it (an editable install under
     # PYTHONDONTWRITEBYTECODE) every run would compile rlcd's modules again (~0.4 s)
