@@ -43,7 +43,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
 from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
-from rlcd.compaction.encodings import ColumnEncodings, FilePlan, plan_file
+from rlcd.compaction.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.source import (
     DecodedSource,
@@ -126,7 +126,7 @@ class RewriteSettings:
     # 1 MiB default, high-cardinality columns (ids, timestamps, amounts) build a dictionary
     # that is then abandoned for plain encoding: on the bench table 64 KiB writes ~20% faster
     # and ~15% smaller files, while low-cardinality columns keep their dictionaries.
-    dictionary_page_limit: int = 64 * 1024
+    dictionary_page_limit: int = SMALL_DICTIONARY
     # "adaptive": per-column encodings chosen from the bin's data (rlcd.compaction.encodings);
     # "conservative": a dictionary on every column while it stays small, as above
     encodings: str = "conservative"
