@@ -261,8 +261,8 @@ def distinct_estimate(blocks: Sequence[pa.Array], whole: int) -> int:
     proportional = distinct * whole // live
     if m == 1:  # no second block to tell what the sample missed
         return min(whole, proportional)
-    once = int(pc.sum(pc.equal(incidence, 1)).as_py() or 0)
-    twice = int(pc.sum(pc.equal(incidence, 2)).as_py() or 0)
+    once = int(pc.sum(pc.equal(incidence, _int64(1))).as_py() or 0)
+    twice = int(pc.sum(pc.equal(incidence, _int64(2))).as_py() or 0)
     chao2 = distinct + int((m - 1) / m * once * (once - 1) / (2 * (twice + 1)))
     return max(distinct, min(whole, proportional, chao2))
 
@@ -374,17 +374,26 @@ def _delta_bytes(sample: pa.ChunkedArray) -> int:
         low, high = _miniblock_extremes(pa.concat_arrays(miniblocks))
         # the range of each miniblock, exactly (wrapping in unsigned arithmetic)
         spread = pc.subtract(high.view(pa.uint64()), low.view(pa.uint64()))
-        widths = pc.ceil(pc.log2(pc.add(pc.cast(spread, pa.float64(), safe=False), 1)))
+        widths = pc.ceil(pc.log2(pc.add(pc.cast(spread, pa.float64(), safe=False), _ONE)))
         total += int(pc.sum(widths).as_py()) * _MINIBLOCK // 8
     return total
+
+
+_ONE: Final = pa.scalar(1.0, pa.float64())
+
+
+def _int64(value: int) -> pa.Scalar:
+    """A typed scalar operand: for a bare Python number pyarrow infers a type, and the first
+    inference in a process imports pandas' and dateutil's shims (~7 ms)."""
+    return pa.scalar(value, pa.int64())
 
 
 def _miniblock_extremes(deltas: pa.Int64Array) -> tuple[pa.Int64Array, pa.Int64Array]:
     """The min and max of each miniblock (``deltas`` holds whole ones): one take lays the
     miniblocks out column by column, so their 32 columns are 32 slices compared element-wise."""
     blocks = len(deltas) // _MINIBLOCK
-    i = pa.arange(0, len(deltas))
-    by_column = pc.add(pc.multiply(pc.remainder(i, blocks), _MINIBLOCK), pc.divide(i, blocks))
+    i, width = pa.arange(0, len(deltas)), _int64(blocks)
+    by_column = pc.add(pc.multiply(pc.remainder(i, width), _int64(_MINIBLOCK)), pc.divide(i, width))
     columns = deltas.take(by_column)
     parts = [columns.slice(j * blocks, blocks) for j in range(_MINIBLOCK)]
     return pc.min_element_wise(*parts), pc.max_element_wise(*parts)
