@@ -172,15 +172,16 @@ def _load_models(loader: Loader) -> None:
         loader.load_service_model("s3", type_name, api_version=None)
 
 
-def _timestamp(value: str) -> datetime:
-    """A timestamp in an S3 response: ISO 8601 in XML bodies (``2026-12-03T17:22:38.000Z``,
-    parsed ~20x faster than by botocore's dateutil parser: a listing's CPU went mostly there),
-    anything else (an HTTP date in a header) as botocore parses it."""
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return cast(datetime, parse_timestamp(value))
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+def _timestamp(value: Any) -> datetime:
+    """A timestamp in a response: an ISO 8601 date-time (S3's XML bodies:
+    ``2026-12-03T17:22:38.000Z``) by ``datetime.fromisoformat``, ~20x faster than botocore's
+    dateutil parser, where a listing's CPU went mostly; anything else (an HTTP date in a header,
+    epoch seconds) as botocore parses it."""
+    if isinstance(value, str) and "T" in value:
+        with suppress(ValueError):
+            parsed = datetime.fromisoformat(value)
+            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return cast(datetime, parse_timestamp(value))
 
 
 class S3Client:

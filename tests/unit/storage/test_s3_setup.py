@@ -30,9 +30,11 @@ DATA = Path(botocore.__file__).parent / "data"
         ),
         ("2026-12-03T17:22:38", datetime(2026, 12, 3, 17, 22, 38, tzinfo=UTC)),  # no zone: UTC
         ("Thu, 03 Dec 2026 17:22:38 GMT", datetime(2026, 12, 3, 17, 22, 38, tzinfo=UTC)),
+        ("1796318558", datetime(2026, 12, 3, 17, 22, 38, tzinfo=UTC)),  # epoch seconds
+        (1796318558, datetime(2026, 12, 3, 17, 22, 38, tzinfo=UTC)),  # from a JSON protocol
     ],
 )
-def test_timestamps_are_aware_and_exact(text: str, expected: datetime) -> None:
+def test_timestamps_are_aware_and_exact(text: str | int, expected: datetime) -> None:
     parsed = _timestamp(text)
     assert parsed.tzinfo is not None
     assert parsed == expected
