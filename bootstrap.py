@@ -30,7 +30,10 @@ def _ensure_venv() -> Path:
         venv.EnvBuilder(with_pip=True).create(VENV)
     want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if not STAMP.exists() or STAMP.read_text() != want:
-        print("bootstrap: installing rlcd and its test dependencies", file=sys.stderr)
+        print(
+            "bootstrap: installing rlcd with its test and Spark dependencies (a few minutes)",
+            file=sys.stderr,
+        )
         pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
         subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
         # setuptools warns on every editable install that a folder named like the package
