@@ -66,7 +66,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
     SSLError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.loaders import JSONFileLoader, Loader  # type: ignore[import-untyped]
+from botocore.loaders import JSONFileLoader, Loader, create_loader  # type: ignore[import-untyped]
 from botocore.utils import parse_timestamp  # type: ignore[import-untyped]
 
 from rlcd.errors import (
@@ -143,8 +143,9 @@ def _loader(data_path: str | None) -> Loader:
     each new session would parse them again (most of the quarter second a client takes to
     create; :class:`_JsonFiles` parses them). It holds only that data, no credentials or
     connections, so clients of any config and event loop can share it."""
-    paths = [os.path.expanduser(os.path.expandvars(p)) for p in (data_path or "").split(os.pathsep)]
-    return Loader(extra_search_paths=[p for p in paths if p], file_loader=_JsonFiles())
+    loader = create_loader(data_path)
+    loader.file_loader = _JsonFiles()
+    return loader
 
 
 class _JsonFiles(JSONFileLoader):  # type: ignore[misc]
