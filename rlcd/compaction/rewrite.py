@@ -348,6 +348,7 @@ class _Encoder:
                 row_group_bytes=ROW_GROUP_BYTES,
                 grown_bytes=ROW_GROUP_BYTES if last else GROWN_ROW_GROUP_BYTES,
                 max_rows=self.settings.row_group_rows,
+                codec=self.settings.codec,
                 small_dictionary=self.settings.dictionary_page_limit,
             )
             self._row_group_bytes = self._plan.row_group_bytes
