@@ -247,11 +247,12 @@ def bin_actions(
                 deletion_vector=dv,
             )
         )
+    tagged_into = None if state.reconciled else done.path  # once: it scans every source
     for source in state.sources:
         if source.fate is Fate.MASKED:
             continue
         tags = None
-        if source.run is not None and done.path is not None and not state.reconciled:
-            tags = composition_tags(done.path, source.run.row_offset, source.run.physical_records)
+        if source.run is not None and tagged_into is not None:
+            tags = composition_tags(tagged_into, source.run.row_offset, source.run.physical_records)
         actions.append(source.live.tombstone(now_ms=now_ms, data_change=False, tags=tags))
     return actions
