@@ -204,7 +204,7 @@ async def _references_in(store: ObjectStore, key: str) -> list[FileReference]:
         raise _Doubt(f"cannot read {key}: {exc}") from exc
 
 
-def _parquet_references(data: bytes) -> list[FileReference]:
+def _parquet_references(data: bytes | bytearray) -> list[FileReference]:
     """The files a Parquet checkpoint or sidecar names (only its add, remove and cdc columns
     are read, and of those only the path and DV). Read without Arrow's threads: one of them
     dropping the last reference to these Python bytes would take the GIL, and at interpreter

@@ -13,7 +13,7 @@ __all__ = ("MAGIC", "footer_span", "parse_footer")
 MAGIC: Final = b"PAR1"
 
 
-def footer_span(tail: bytes, size: int) -> int:
+def footer_span(tail: bytes | bytearray, size: int) -> int:
     """How many bytes at the end of a ``size``-byte Parquet file hold its footer (metadata,
     its 4-byte length, the magic), from at least its last 8 bytes.
 
@@ -28,7 +28,7 @@ def footer_span(tail: bytes, size: int) -> int:
     return length + 8
 
 
-def parse_footer(footer: bytes) -> pq.FileMetaData:
+def parse_footer(footer: bytes | bytearray) -> pq.FileMetaData:
     """Parse a footer (the span :func:`footer_span` measures) alone: behind a leading magic it
     reads as a file with no data pages (pyarrow gets a native buffer, never a Python file
     object: see pitfalls).

@@ -107,7 +107,7 @@ def log_file_format(key: str) -> Literal["json", "parquet"] | None:
 _FILE_ACTIONS = ("add", "remove", "cdc")
 
 
-def json_references(data: bytes) -> Iterator[FileReference]:
+def json_references(data: bytes | bytearray) -> Iterator[FileReference]:
     """The files a JSON log file (commit, log compaction, V2 checkpoint or sidecar) names.
 
     Deliberately lenient about everything but the paths: a commit rlcd could not replay still

@@ -89,7 +89,7 @@ class FetchedSource:
     add: AddFile
     key: str
     dv: BitMap64
-    data: bytes | None = None
+    data: bytes | bytearray | None = None
     spill_path: str | None = None
     file: pa.NativeFile | None = None
     _closed: bool = field(default=False, repr=False)

@@ -121,7 +121,7 @@ async def _footer_rows(store: ObjectStore, key: str, size: int) -> int:
     return await anyio.to_thread.run_sync(_rows_in_footer, tail[-need:])
 
 
-def _rows_in_footer(footer: bytes) -> int:
+def _rows_in_footer(footer: bytes | bytearray) -> int:
     try:
         return int(parse_footer(footer).num_rows)
     except (pa.ArrowException, OSError) as exc:

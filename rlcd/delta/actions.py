@@ -453,14 +453,15 @@ def parse_action(obj: Any) -> Action:
     return action
 
 
-def parse_commit(data: bytes) -> list[Action]:
+def parse_commit(data: bytes | bytearray) -> list[Action]:
     """Every action of a newline-delimited JSON commit (or JSON checkpoint).
 
     Raises:
         ActionError: naming the 1-based line that is not valid JSON or not a valid action.
     """
     actions: list[Action] = []
-    for lineno, line in enumerate(data.split(b"\n"), start=1):
+    lines = bytes(data).split(b"\n")  # a store may hand a bytearray: lines as bytes, one copy
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:

@@ -119,7 +119,7 @@ async def _last_checkpoint_version(store: ObjectStore) -> int | None:
 
 async def _read_log_file(
     store: ObjectStore, key: str, what: str, *, table: str, version: int
-) -> bytes:
+) -> bytes | bytearray:
     """A log file's bytes; a missing one is a corrupt log, named."""
     try:
         return await store.get(key)
@@ -136,7 +136,7 @@ async def read_commit(store: ObjectStore, version: int, *, table: str) -> list[A
     return _parse_commit(data, table=table, version=version, key=key)
 
 
-def _parse_commit(data: bytes, *, table: str, version: int, key: str) -> list[Action]:
+def _parse_commit(data: bytes | bytearray, *, table: str, version: int, key: str) -> list[Action]:
     try:
         return parse_commit(data)
     except ActionError as exc:
@@ -175,7 +175,7 @@ async def read_commits_after(
         commits.append((current, _parse_commit(data, table=table, version=current, key=key)))
 
 
-def _parse_parquet(data: bytes) -> pa.Table:
+def _parse_parquet(data: bytes | bytearray) -> pa.Table:
     # Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot hold
     # years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions): microseconds can.
     # One file: ParquetFile, not read_table, which builds a dataset (and imports pyarrow.dataset,
@@ -184,7 +184,7 @@ def _parse_parquet(data: bytes) -> pa.Table:
     return pq.ParquetFile(source, coerce_int96_timestamp_unit="us").read()
 
 
-def _arrow_owned(data: bytes) -> pa.Buffer:
+def _arrow_owned(data: bytes | bytearray) -> pa.Buffer:
     """A copy of ``data`` in Arrow's memory.
 
     The reader's threads let go of the buffer they read after the read returns.

@@ -135,7 +135,9 @@ class ObjectStore(Protocol):
         """The URI this store is rooted at (``s3://bucket/prefix`` or ``file:///dir``)."""
         ...
 
-    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+    async def get(
+        self, key: str, *, start: int | None = None, end: int | None = None
+    ) -> bytes | bytearray:
         """The object's bytes, or the half-open range ``[start, end)`` of them, clipped to the
         object like a slice (a range past the end is empty).
 

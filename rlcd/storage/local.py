@@ -91,7 +91,9 @@ class LocalStore:
     def root(self) -> str:
         return str(TableUri("file", "", self._dir))
 
-    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+    async def get(
+        self, key: str, *, start: int | None = None, end: int | None = None
+    ) -> bytes | bytearray:
         path = self._path("get", key)
         first, last = check_range("get", key, start, end)
 

@@ -66,7 +66,9 @@ class MeteredStore:
     def root(self) -> str:
         return self.inner.root
 
-    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+    async def get(
+        self, key: str, *, start: int | None = None, end: int | None = None
+    ) -> bytes | bytearray:
         try:
             data = await self.inner.get(key, start=start, end=end)
         except BaseException:

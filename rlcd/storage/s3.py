@@ -23,9 +23,12 @@
   decoder, which refuses a broken footer, page header or compressed page, and whose row count
   is checked against the footer's. delta-rs (object_store) sends and checks no checksum at all.
 - **Data requests** (the GET of every source, the UploadPart of every part) skip botocore's
-  request pipeline, which costs ~2 ms of event-loop CPU a request, and go out on its connection
-  pool, signed by :mod:`rlcd.storage.sigv4` with the client's credentials: see :class:`_Route`.
-  botocore still resolves where a bucket is and sends everything else.
+  request pipeline, which costs ~2 ms of event-loop CPU a request, and aiohttp, which copies
+  every response byte twice: they go out on rlcd's own HTTP/1.1 connections
+  (:mod:`rlcd.storage.http1`, a body received straight into one buffer) with botocore's TLS
+  settings and the client's timeouts, signed by :mod:`rlcd.storage.sigv4` with the client's
+  credentials: see :class:`_Route`. botocore still resolves where a bucket is and sends
+  everything else, and every request to a bucket reached through a proxy.
 - **Conditional writes**: ``put_if_absent`` is ``PutObject`` with ``If-None-Match: *``. A 412
   means the key is taken, and the stored bytes decide whether by us: a write can land while
   its answer is lost, and then our retry, or aiohttp's own silent resend of the idempotent
@@ -39,6 +42,7 @@ import base64
 import gzip
 import json
 import os
+import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager, suppress
@@ -54,7 +58,6 @@ import aiohttp.payload
 import anyio.to_thread
 from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
 from aiobotocore.session import AioSession  # type: ignore[import-untyped]
-from botocore.awsrequest import AWSPreparedRequest  # type: ignore[import-untyped]
 from botocore.exceptions import (  # type: ignore[import-untyped]
     BotoCoreError,
     ChecksumError,
@@ -84,6 +87,7 @@ from rlcd.storage.base import (
     PutResult,
     Written,
 )
+from rlcd.storage.http1 import HttpPool, Origin
 from rlcd.storage.multipart import MultipartWriter, Pieces
 from rlcd.storage.retry import retrying
 from rlcd.storage.s3config import AddressingStyle, S3Config
@@ -198,6 +202,7 @@ class S3Client:
         self._api: Any = None
         self._closed = False
         self._routes: dict[str, _Route | None] = {}
+        self._pool: HttpPool | None = None  # the data requests' connections, made with a route
 
     async def __aenter__(self) -> Self:
         if self._api is not None or self._closed:
@@ -222,8 +227,10 @@ class S3Client:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool; every store made from this client stops working."""
+        """Close the connection pools; every store made from this client stops working."""
         self._closed = True
+        if self._pool is not None:
+            await self._pool.aclose()
         await self._stack.aclose()
 
     def store(self, uri: TableUri) -> S3Store:
@@ -240,9 +247,10 @@ class S3Client:
         return self._api
 
     async def _route(self, bucket: str) -> _Route | None:
-        """How ``bucket``'s data requests are sent past botocore's request pipeline, or None
-        where only that pipeline will do (no credentials, or a request botocore would have
-        treated differently: see :meth:`_Route.conclusive`)."""
+        """How ``bucket``'s data requests are sent past botocore, or None where only botocore
+        will do: no credentials, a proxy between us and the bucket, TLS settings we cannot take
+        from botocore, or (later, see :meth:`_Route.conclusive`) an answer botocore would have
+        treated differently."""
         if bucket not in self._routes:
             api = self._raw("open", bucket)
             route = None
@@ -255,9 +263,33 @@ class S3Client:
                     url = await api.generate_presigned_url(
                         "get_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=60
                     )
-                    route = _Route.of(url, region, credentials, session)
+                    pool = await self._http_pool(session, url)
+                    if pool is not None:
+                        route = _Route.of(url, region, credentials, pool)
             self._routes[bucket] = route
         return self._routes[bucket]
+
+    async def _http_pool(self, session: Any, url: str) -> HttpPool | None:
+        """The data requests' connection pool, made on first use with the TLS context botocore
+        would use (its ``verify`` setting, CA bundle and client certificate); None where
+        requests to ``url`` go through a proxy, or botocore's session is not the one this
+        module knows."""
+        proxies = getattr(session, "_proxy_config", None)
+        build = getattr(session, "_build_ssl_contexts", None)
+        if proxies is None or build is None or proxies.proxy_url_for(url):
+            return None
+        if self._pool is None:
+            context: ssl.SSLContext | None = None
+            if url.startswith("https:"):
+                context, _ = await anyio.to_thread.run_sync(build, None)  # reads the CA bundle
+            config = self.config
+            self._pool = HttpPool(
+                limit=config.max_connections,
+                connect_timeout=config.connect_timeout_s,
+                read_timeout=config.read_timeout_s,
+                ssl_context=context,
+            )
+        return self._pool
 
     def _drop_route(self, bucket: str) -> None:
         """Send ``bucket``'s requests through botocore from now on."""
@@ -307,36 +339,34 @@ class _Reply:
 
     status: int
     headers: dict[str, str]
-    body: bytes
+    body: bytearray
 
 
 @dataclass(frozen=True, slots=True)
 class _Route:
     """A bucket's data requests (GET, UploadPart) sent past botocore's request pipeline, which
     costs ~2 ms of event-loop CPU a request (serialisation, endpoint rules, event hooks,
-    parsing), but on botocore's connection pool (its proxies, TLS settings and timeouts) and
-    signed by :mod:`rlcd.storage.sigv4` with the client's own credentials and region.
+    parsing), on rlcd's own connections (:mod:`rlcd.storage.http1`) and signed by
+    :mod:`rlcd.storage.sigv4` with the client's own credentials and region.
 
     Only a conclusive answer is taken from it; any other (a redirect to the bucket's region, a
     refused signature, an access denial) sends the request through botocore instead, which
     follows redirects and has the final word.
     """
 
-    origin: str  # scheme://host[:port]
-    host: str
+    origin: Origin
     prefix: str  # the encoded path before a key: "/" or "/bucket/"
     region: str
     credentials: Any = field(repr=False)
-    session: Any = field(repr=False)  # aiobotocore's AIOHTTPSession
+    pool: HttpPool = field(repr=False)
 
     @classmethod
-    def of(cls, url: str, region: str, credentials: Any, session: Any) -> _Route | None:
+    def of(cls, url: str, region: str, credentials: Any, pool: HttpPool) -> _Route | None:
         """The route for the bucket of ``url``, botocore's URL of its key ``k``."""
         parts = urlsplit(url)
         if not parts.path.endswith("/k") or parts.scheme not in {"http", "https"}:
             return None
-        origin = f"{parts.scheme}://{parts.netloc}"
-        return cls(origin, parts.netloc, parts.path[:-1], region, credentials, session)
+        return cls(Origin.of(url), parts.path[:-1], region, credentials, pool)
 
     async def send(
         self,
@@ -345,7 +375,7 @@ class _Route:
         *,
         query: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-        body: Any = None,
+        body: Pieces = (),
     ) -> _Reply:
         """One request; the whole response body is read (data requests are bounded)."""
         frozen = await self.credentials.get_frozen_credentials()
@@ -353,17 +383,11 @@ class _Route:
         path = self.prefix + quote_key(s3key)
         qs = canonical_query(query or {})
         now = datetime.now(UTC)
-        signed = sign(
-            method, self.host, path, qs, headers or {}, key=key, region=self.region, when=now
-        )
-        url = f"{self.origin}{path}" + (f"?{qs}" if qs else "")
-        response = await self.session.send(AWSPreparedRequest(method, url, signed, body, False))
-        content = await response.content
-        reply = _Reply(int(response.status_code), dict(response.headers), content)
-        length = reply.headers.get("content-length")
-        if length is not None and int(length) != len(content):
-            raise IncompleteReadError(actual_bytes=len(content), expected_bytes=int(length))
-        return reply
+        host = self.origin.netloc
+        signed = sign(method, host, path, qs, headers or {}, key=key, region=self.region, when=now)
+        target = f"{path}?{qs}" if qs else path
+        response = await self.pool.request(self.origin, method, target, signed, body)
+        return _Reply(response.status, response.headers, response.body)
 
     @staticmethod
     def conclusive(reply: _Reply) -> bool:
@@ -390,7 +414,9 @@ class S3Store:
     def root(self) -> str:
         return str(TableUri("s3", self._bucket, self._prefix))
 
-    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+    async def get(
+        self, key: str, *, start: int | None = None, end: int | None = None
+    ) -> bytes | bytearray:
         self._key("get", key)
         first, last = check_range("get", key, start, end)
         if last == first:
@@ -502,7 +528,7 @@ class S3Store:
         except NotFoundError:
             return False
 
-    async def _get_once(self, key: str, extra: dict[str, str]) -> bytes:
+    async def _get_once(self, key: str, extra: dict[str, str]) -> bytes | bytearray:
         route = await self._client._route(self._bucket)
         if route is not None:
             headers = {"range": extra["Range"]} if "Range" in extra else None
@@ -594,7 +620,7 @@ class _S3Parts:
         return str(response["UploadId"])
 
     async def upload_part(self, key: str, upload_id: str, number: int, data: Pieces) -> str:
-        body = await anyio.to_thread.run_sync(_body, data)  # zlib's CRC32 lets go of the GIL
+        checksum = await anyio.to_thread.run_sync(_crc32, data)  # zlib lets go of the GIL
         store = self._store
         route = await store._client._route(store._bucket)
         if route is not None:
@@ -606,8 +632,8 @@ class _S3Parts:
                         "PUT",
                         s3key,
                         query={"partNumber": str(number), "uploadId": upload_id},
-                        headers={"x-amz-checksum-crc32": body["ChecksumCRC32"]},
-                        body=body["Body"],
+                        headers={"x-amz-checksum-crc32": checksum},
+                        body=data,
                     )
                 if not route.conclusive(reply):
                     return None
@@ -618,7 +644,12 @@ class _S3Parts:
                 return tag
             store._client._drop_route(store._bucket)
         response = await self._call(
-            "write", key, "upload_part", UploadId=upload_id, PartNumber=number, **body
+            "write",
+            key,
+            "upload_part",
+            UploadId=upload_id,
+            PartNumber=number,
+            **_body(data, checksum),
         )
         return str(response["ETag"])
 
@@ -664,7 +695,7 @@ def _translate(operation: str, key: str) -> Iterator[None]:
         yield
     except ClientError as exc:
         raise _from_client_error(exc, operation, key) from exc
-    except SSLError as exc:
+    except (SSLError, ssl.SSLCertVerificationError) as exc:
         raise StorageError(str(exc), operation=operation, key=key) from exc
     except _TRANSIENT_EXCEPTIONS as exc:
         message = f"{type(exc).__name__}: {exc}"
@@ -752,14 +783,18 @@ class _Body(aiohttp.payload.Payload):
                 await writer.write(chunk)
 
 
-def _body(pieces: Pieces) -> dict[str, Any]:
-    """The ``Body`` and ``ChecksumCRC32`` arguments of a request sending ``pieces``: S3 checks
-    the CRC32 before it stores the body, and refuses it on a mismatch."""
+def _crc32(pieces: Pieces) -> str:
+    """The ``x-amz-checksum-crc32`` of a body sending ``pieces``: S3 checks it before it
+    stores the body, and refuses the body on a mismatch."""
     crc = 0
     for piece in pieces:
         crc = zlib.crc32(piece, crc)
-    checksum = base64.b64encode(crc.to_bytes(4, "big")).decode()
-    return {"Body": _Body(pieces), "ChecksumCRC32": checksum}
+    return base64.b64encode(crc.to_bytes(4, "big")).decode()
+
+
+def _body(pieces: Pieces, checksum: str | None = None) -> dict[str, Any]:
+    """botocore's ``Body`` and ``ChecksumCRC32`` arguments of a request sending ``pieces``."""
+    return {"Body": _Body(pieces), "ChecksumCRC32": checksum or _crc32(pieces)}
 
 
 def _ms(when: datetime) -> int:

@@ -3,7 +3,7 @@
 The hot requests of a compaction (a GET of every source, an UploadPart of every part of its
 output) skip botocore's request pipeline, which costs ~2 ms of event-loop CPU per request
 (parameter serialisation, endpoint rules, event hooks, user agent, response parsing): they are
-signed here and sent on botocore's own connection pool (see :mod:`rlcd.storage.s3`). The
+signed here and sent on rlcd's own connections (see :mod:`rlcd.storage.s3`). The
 payload is not hashed (``UNSIGNED-PAYLOAD``): a body rlcd sends carries a CRC32 header, which
 is signed with every other ``x-amz-*`` header.
 

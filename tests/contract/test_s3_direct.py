@@ -1,9 +1,11 @@
-"""Data requests (GET, UploadPart) go past botocore's request pipeline, on its connection pool,
-signed by rlcd; anything but a conclusive answer sends them through botocore instead."""
+"""Data requests (GET, UploadPart) go past botocore's request pipeline and aiohttp, on rlcd's
+own connections, signed by rlcd; anything but a conclusive answer sends them through botocore
+instead, and so does a proxy between rlcd and the bucket."""
 
 from __future__ import annotations
 
 import collections
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -107,3 +109,46 @@ async def test_a_refused_direct_part_is_sent_again_through_botocore(
     assert sent["UploadPart"] >= 1
     body = boto_client(moto_endpoint).get_object(Bucket=s3_bucket, Key="t/out")["Body"]
     assert body.read() == data
+
+
+async def test_many_direct_requests_stay_within_the_connection_limit(
+    client: S3Client, s3_bucket: str
+) -> None:
+    """More direct requests than the client's connection limit, one after another, each get
+    their answer, and the pool keeps no more connections than the limit (moto closes each
+    connection after its response; keep-alive itself is tested against a server of the
+    tests' own, tests/unit/storage/test_http1.py)."""
+    limit = client.config.max_connections
+    async with open_store(f"s3://{s3_bucket}/t", client=client) as store:
+        await store.put("obj", b"payload")
+        results = [await store.get("obj") for _ in range(limit + 3)]
+    assert results == [b"payload"] * (limit + 3)
+    pool = client._pool
+    assert pool is not None
+    assert sum(len(idle) for idle in pool._idle.values()) <= limit
+
+
+async def test_a_proxy_sends_every_request_through_botocore(
+    proxy: FaultProxy, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a proxy configured for the bucket's endpoint (here the standard environment
+    variable, pointing at the store itself), rlcd's own connections are not used: botocore,
+    which speaks to proxies, sends the data requests too."""
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with S3Client(moto_config(proxy.url)) as client:
+        assert await client._route(s3_bucket) is None
+        assert client._pool is None
+
+
+async def test_https_connections_verify_as_botocore_does() -> None:
+    """For an https endpoint the data requests' TLS context is botocore's: certificates and
+    host names verified (the default ``verify``)."""
+    config = moto_config("https://s3.example.invalid")
+    async with S3Client(config) as client:
+        route = await client._route("bucket")
+        assert route is not None and route.origin.scheme == "https"
+        context = route.pool._ssl
+        assert isinstance(context, ssl.SSLContext)
+        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

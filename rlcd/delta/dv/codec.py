@@ -282,7 +282,7 @@ def serialize_bitmap(bitmap: AbstractBitMap64) -> bytes:
     return b"".join(parts)
 
 
-def deserialize_bitmap(blob: bytes) -> BitMap64:
+def deserialize_bitmap(blob: bytes | bytearray) -> BitMap64:
     """Decode a RoaringBitmapArray blob (magic + 64-bit portable body), strictly (§3.5).
 
     Raises:
@@ -341,7 +341,7 @@ def encode_dv_file(bitmaps: Sequence[AbstractBitMap64]) -> tuple[bytes, list[tup
     return b"".join(parts), ranges
 
 
-def decode_dv_range(data: bytes, *, offset: int, size_in_bytes: int) -> BitMap64:
+def decode_dv_range(data: bytes | bytearray, *, offset: int, size_in_bytes: int) -> BitMap64:
     """Decode one framed DV: ``data`` is the object's bytes ``[offset, offset + size + 8)``.
 
     ``offset`` only labels errors. Checks the stored length against ``sizeInBytes`` and the CRC.
@@ -377,7 +377,7 @@ def _check_version(first_byte: int) -> None:
         raise DVFormatError(f"DV file format version {first_byte}, expected {FORMAT_VERSION}")
 
 
-def decode_dv_file(data: bytes) -> list[tuple[int, int, BitMap64]]:
+def decode_dv_file(data: bytes | bytearray) -> list[tuple[int, int, BitMap64]]:
     """Every DV in a whole DV file, as ``(offset, sizeInBytes, bitmap)``; for checks and tools.
 
     Raises:
@@ -449,7 +449,7 @@ def _describe(descriptor: DeletionVectorDescriptor) -> str:
 
 
 def _decode_file_dv(
-    descriptor: DeletionVectorDescriptor, data: bytes, data_start: int | None
+    descriptor: DeletionVectorDescriptor, data: bytes | bytearray, data_start: int | None
 ) -> BitMap64:
     start, _ = dv_byte_range(descriptor)
     data_start = start if data_start is None else data_start
@@ -471,7 +471,7 @@ def _decode_file_dv(
 def load_dv(
     descriptor: DeletionVectorDescriptor,
     *,
-    file_bytes: bytes | None,
+    file_bytes: bytes | bytearray | None,
     table: str,
     path: str | None,
     version: int | None = None,

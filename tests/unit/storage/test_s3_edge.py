@@ -5,6 +5,8 @@ moto and the fault proxy prove the mapping end to end (tests/contract); this pin
 
 from __future__ import annotations
 
+import ssl
+
 import aiohttp
 import pytest
 from botocore.exceptions import (  # type: ignore[import-untyped]
@@ -19,6 +21,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 
 from rlcd.errors import ConfigError, NotFoundError, StorageError, TransientStorageError
 from rlcd.storage import RetryPolicy, S3Config
+from rlcd.storage.http1 import HttpError
 from rlcd.storage.s3 import _translate
 
 
@@ -95,14 +98,22 @@ def test_other_client_errors_are_final(code: str, status: int) -> None:
         aiohttp.ClientPayloadError("truncated"),
         ConnectionResetError(104, "Connection reset by peer"),
         TimeoutError(),
+        HttpError("connection closed before the response was whole (5 bytes received)"),
+        ssl.SSLEOFError(8, "EOF occurred in violation of protocol"),
     ],
 )
 def test_connection_failures_are_transient(error: Exception) -> None:
     assert isinstance(translated(error), TransientStorageError)
 
 
-def test_certificate_problems_are_final() -> None:
-    error = SSLError(endpoint_url="http://s3", error="bad certificate")
+@pytest.mark.parametrize(
+    "error",
+    [
+        SSLError(endpoint_url="http://s3", error="bad certificate"),
+        ssl.SSLCertVerificationError(1, "certificate verify failed"),  # rlcd's own connections
+    ],
+)
+def test_certificate_problems_are_final(error: Exception) -> None:
     assert not isinstance(translated(error), TransientStorageError)
 
 
