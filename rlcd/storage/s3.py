@@ -278,18 +278,22 @@ class S3Client:
         build = getattr(session, "_build_ssl_contexts", None)
         if proxies is None or build is None or proxies.proxy_url_for(url):
             return None
+        https = url.startswith("https:")
         if self._pool is None:
             context: ssl.SSLContext | None = None
-            if url.startswith("https:"):
+            if https:
                 context, _ = await anyio.to_thread.run_sync(build, None)  # reads the CA bundle
-            config = self.config
-            self._pool = HttpPool(
-                limit=config.max_connections,
-                connect_timeout=config.connect_timeout_s,
-                read_timeout=config.read_timeout_s,
-                ssl_context=context,
-            )
-        return self._pool
+            if self._pool is None:  # a route made meanwhile made one: keep that
+                config = self.config
+                self._pool = HttpPool(
+                    limit=config.max_connections,
+                    connect_timeout=config.connect_timeout_s,
+                    read_timeout=config.read_timeout_s,
+                    ssl_context=context,
+                )
+        # one client has one endpoint: an https bucket after an http one would be odd, and
+        # goes through botocore
+        return self._pool if self._pool.tls or not https else None
 
     def _drop_route(self, bucket: str) -> None:
         """Send ``bucket``'s requests through botocore from now on."""
@@ -335,11 +339,13 @@ def _client_args(config: S3Config) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _Reply:
-    """The answer to a request sent by a :class:`_Route`, its body read whole."""
+    """The answer to a request sent by a :class:`_Route`, its body read whole (``until_close``:
+    a body of no stated length, which nothing shows whole)."""
 
     status: int
     headers: dict[str, str]
     body: bytearray
+    until_close: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,14 +392,17 @@ class _Route:
         host = self.origin.netloc
         signed = sign(method, host, path, qs, headers or {}, key=key, region=self.region, when=now)
         target = f"{path}?{qs}" if qs else path
+        signed["accept-encoding"] = "identity"  # the bytes as stored (unsigned, as botocore)
         response = await self.pool.request(self.origin, method, target, signed, body)
-        return _Reply(response.status, response.headers, response.body)
+        return _Reply(response.status, response.headers, response.body, response.until_close)
 
     @staticmethod
     def conclusive(reply: _Reply) -> bool:
-        """Whether botocore would have taken ``reply`` as it is: a success, a missing key or
-        range, or a failure worth retrying."""
-        return reply.status < 300 or reply.status in {404, 416, 429} or reply.status >= 500
+        """Whether botocore would have taken ``reply`` as it is: a success whose body is known
+        whole, a missing key or range, or a failure worth retrying."""
+        if reply.status < 300:
+            return not reply.until_close
+        return reply.status in {404, 416, 429} or reply.status >= 500
 
 
 class S3Store:
@@ -538,6 +547,7 @@ class S3Store:
                 return b""  # the range starts at or past the end: clipped, like a slice
             if route.conclusive(reply):
                 _check_reply(reply, "get", key)
+                _check_range(extra, "content-range" in reply.headers, key)
                 return reply.body
             self._client._drop_route(self._bucket)
         try:
@@ -546,7 +556,9 @@ class S3Store:
                     Bucket=self._bucket, Key=self._base + key, **extra
                 )
                 async with response["Body"] as body:
-                    return cast(bytes, await body.read())
+                    data = cast(bytes, await body.read())
+            _check_range(extra, "ContentRange" in response, key)
+            return data
         except _RangeNotSatisfiable:
             return b""  # the range starts at or past the end: clipped, like a slice
 
@@ -638,7 +650,7 @@ class _S3Parts:
                 if not route.conclusive(reply):
                     return None
                 _check_reply(reply, "write", key)
-                return reply.headers["etag"]
+                return reply.headers.get("etag")  # none: botocore sends it again, and judges
 
             if (tag := await store._retry("write", key, once)) is not None:
                 return tag
@@ -726,6 +738,14 @@ def _check_reply(reply: _Reply, operation: str, key: str) -> None:
         if root is not None:
             code, message = root.findtext("Code") or "", root.findtext("Message") or ""
     raise _error(code or str(reply.status), reply.status, message, operation, key)
+
+
+def _check_range(request: dict[str, str], ranged: bool, key: str) -> None:
+    """Refuse the answer to a ranged GET that is not a range: a store that ignores ``Range``
+    sends the whole object, which must never pass for the bytes asked for."""
+    if "Range" in request and not ranged:
+        message = f"the store answered {request['Range']} with no Content-Range"
+        raise StorageError(message, operation="get", key=key)
 
 
 def _error(code: str, status: int, message: str, operation: str, key: str) -> StorageError:

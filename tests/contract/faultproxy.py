@@ -34,6 +34,9 @@ class Fault(enum.Enum):
     """Forward the request (it takes effect), then reset instead of relaying the answer."""
     TRUNCATE = "truncate"
     """Forward, relay the headers and half the body, then reset."""
+    IGNORE_RANGE = "ignore-range"
+    """Forward without the ``Range`` header, and relay the whole object (a 200), as a store
+    that ignores ranges would."""
     HOLD = "hold"
     """Keep the request until :meth:`FaultProxy.release`, then forward it as it was (a lost
     race: the test commits a winner while a writer's commit put waits)."""
@@ -202,9 +205,10 @@ class FaultProxy:
                 elif isinstance(fault, Fault) and isinstance(fault.value, tuple):
                     self._error(*fault.value)
                 else:
-                    status, headers, payload = proxy._forward(
-                        self.command, self.path, list(self.headers.items()), body
-                    )
+                    sent = list(self.headers.items())
+                    if fault is Fault.IGNORE_RANGE:
+                        sent = [(n, v) for n, v in sent if n.lower() != "range"]
+                    status, headers, payload = proxy._forward(self.command, self.path, sent, body)
                     if fault is Fault.LOSE_RESPONSE:
                         self._reset()
                     elif fault is Fault.TRUNCATE:

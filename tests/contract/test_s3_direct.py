@@ -4,6 +4,7 @@ instead, and so does a proxy between rlcd and the bucket."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import ssl
 from collections.abc import AsyncIterator
@@ -11,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from rlcd.errors import NotFoundError, StorageError
+from rlcd.errors import NotFoundError, StorageError, TransientStorageError
 from rlcd.storage import MIN_PART_SIZE, S3Client, S3Store, open_store
+from rlcd.storage.s3 import _Reply, _Route
 from tests.contract.faultproxy import Fault, FaultProxy
 from tests.contract.support import boto_client, moto_config
 
@@ -111,21 +113,40 @@ async def test_a_refused_direct_part_is_sent_again_through_botocore(
     assert body.read() == data
 
 
-async def test_many_direct_requests_stay_within_the_connection_limit(
+async def test_kept_alive_connections_stay_within_the_limit(
     client: S3Client, s3_bucket: str
 ) -> None:
-    """More direct requests than the client's connection limit, one after another, each get
-    their answer, and the pool keeps no more connections than the limit (moto closes each
-    connection after its response; keep-alive itself is tested against a server of the
-    tests' own, tests/unit/storage/test_http1.py)."""
+    """More direct requests than the client's connection limit, one after another and at once,
+    each get their answer (the fault proxy keeps connections alive, as S3 does), and the pool
+    keeps no more idle connections than the limit, none holding a body it received."""
     limit = client.config.max_connections
     async with open_store(f"s3://{s3_bucket}/t", client=client) as store:
         await store.put("obj", b"payload")
         results = [await store.get("obj") for _ in range(limit + 3)]
-    assert results == [b"payload"] * (limit + 3)
+        results += await asyncio.gather(*(store.get("obj") for _ in range(2 * limit)))
+    assert results == [b"payload"] * (3 * limit + 3)
     pool = client._pool
     assert pool is not None
-    assert sum(len(idle) for idle in pool._idle.values()) <= limit
+    assert 0 < len(pool._idle) <= limit
+    assert all(not conn._body for _, _, conn in pool._idle)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "botocore"])
+async def test_a_range_answered_with_the_whole_object_is_refused(
+    client: S3Client, proxy: FaultProxy, s3_bucket: str, direct: bool
+) -> None:
+    """A store that ignores ``Range`` answers with the whole object: refused, never taken for
+    the bytes asked for, whichever way the GET went."""
+    async with open_store(f"s3://{s3_bucket}/t", client=client) as store:
+        await store.put("obj", b"0123456789")
+        if not direct:
+            client._drop_route(s3_bucket)
+        proxy.inject(Fault.IGNORE_RANGE, times=None, method="GET", contains="/t/obj")
+        with pytest.raises(StorageError, match=r"bytes=2-4 with no Content-Range") as info:
+            await store.get("obj", start=2, end=5)
+        assert not isinstance(info.value, TransientStorageError)
+        proxy.reset()
+        assert await store.get("obj", start=2, end=5) == b"234"
 
 
 async def test_a_proxy_sends_every_request_through_botocore(
@@ -144,11 +165,25 @@ async def test_a_proxy_sends_every_request_through_botocore(
 
 async def test_https_connections_verify_as_botocore_does() -> None:
     """For an https endpoint the data requests' TLS context is botocore's: certificates and
-    host names verified (the default ``verify``)."""
+    host names verified (the default ``verify``). Buckets opened at once share one pool."""
     config = moto_config("https://s3.example.invalid")
     async with S3Client(config) as client:
-        route = await client._route("bucket")
-        assert route is not None and route.origin.scheme == "https"
-        context = route.pool._ssl
+        routes = await asyncio.gather(*(client._route(f"bucket-{i}") for i in range(5)))
+        assert all(r is not None and r.origin.scheme == "https" for r in routes)
+        assert {id(r.pool) for r in routes if r is not None} == {id(client._pool)}
+        context = client._pool._ssl if client._pool is not None else None
         assert isinstance(context, ssl.SSLContext)
         assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+
+@pytest.mark.parametrize(
+    ("status", "until_close", "conclusive"),
+    [(200, False, True), (206, True, False), (404, False, True), (403, False, False)],
+)
+def test_a_body_of_unknown_length_is_not_conclusive(
+    status: int, until_close: bool, conclusive: bool
+) -> None:
+    """A success whose body ended with its connection (no length, no chunks) cannot be told
+    whole: botocore sends the request again."""
+    reply = _Reply(status, {}, bytearray(b"x"), until_close)
+    assert _Route.conclusive(reply) is conclusive

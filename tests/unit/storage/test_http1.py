@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 import ipaddress
 import ssl
 import zlib
@@ -48,7 +49,7 @@ class Server:
             while True:
                 try:
                     head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
                     return
                 length = next(
                     int(line.split(b":")[1])
@@ -164,10 +165,19 @@ async def test_a_chunked_body_with_extensions_and_trailers() -> None:
 
 
 async def test_a_body_until_the_connection_closes() -> None:
+    """Such a body is taken (and said to be one: nothing tells it whole) and its connection
+    never reused; so is an HTTP/1.0 response's, unless it asked to keep it."""
     async with connected(answer(OK + b"\r\nno length", close=True)) as (server, client):
         first, second = await get(client, server), await get(client, server)
     assert first.body == second.body == b"no length"
-    assert server.connections == 2  # such a connection is never reused
+    assert first.until_close and server.connections == 2
+    async with connected(answer(b"HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\nx")) as (
+        server,
+        client,
+    ):
+        replies = [await get(client, server) for _ in range(2)]
+    assert [(r.body, r.until_close) for r in replies] == [(b"x", False)] * 2
+    assert server.connections == 2
 
 
 async def test_connection_close_is_honoured() -> None:
@@ -222,10 +232,28 @@ async def test_a_closed_connection_without_a_response_fails_when_new() -> None:
         (OK + b"content-length: -1\r\n\r\n", "bad Content-Length"),
         (OK + b"content-length: 1\r\n\r\ntoo long", "more response data"),
         (OK + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
+        (OK + b"Transfer-Encoding: chunked\r\n\r\n-3\r\n\r\n", "bad chunk size"),
+        (OK + b"Transfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n", "bad chunk"),
+        (OK + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + OK, "after the last chunk"),
+        (OK + "content-length: \u00b2\r\n\r\n".encode("latin-1"), "bad Content-Length"),
+        (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", "protocol switch"),
         (OK + b"Transfer-Encoding: chunked\r\n\r\n1\r\nabc\r\n", "not followed by CRLF"),
         (OK + b"X: " + b"y" * MAX_HEAD_BYTES, "response head over"),
     ],
-    ids=["version", "header", "length", "excess", "chunk-size", "chunk-end", "head-size"],
+    ids=[
+        "version",
+        "header",
+        "length",
+        "excess",
+        "chunk-size",
+        "negative-chunk",
+        "hex-prefix",
+        "after-last-chunk",
+        "non-ascii-digit",
+        "switch",
+        "chunk-end",
+        "head-size",
+    ],
 )
 async def test_a_malformed_response_fails(wire: bytes, match: str) -> None:
     async with connected(answer(wire)) as (server, client):
@@ -272,6 +300,62 @@ async def test_an_early_answer_ends_the_request() -> None:
     assert (reply.status, bytes(reply.body)) == (400, b"<Error/>")
 
 
+async def test_an_early_answer_is_not_followed_by_a_reused_connection() -> None:
+    """A server that answers before the request body is all sent (keeping the connection
+    open) may still expect the rest of it: the connection is not reused."""
+    early = b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n"
+    async with serving(answer(early), read_body=False) as server, pool() as client:
+        origin = Origin.of(f"http://127.0.0.1:{server.port}")
+        big = (b"x" * (32 << 20),)
+        reply = await client.request(origin, "PUT", "/k", {"host": origin.netloc}, big)
+        assert reply.status == 403
+        assert not client._idle
+
+
+async def test_a_request_cancelled_while_its_body_waits_leaves_nothing_behind() -> None:
+    """Cancelled while the socket is full (the server reads nothing): the connection is
+    closed and no future is left with an exception nobody retrieves."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+
+    async def deaf(_: asyncio.StreamReader, __: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(5)
+
+    try:
+        async with serving(deaf, read_body=False) as server, pool() as client:
+            origin = Origin.of(f"http://127.0.0.1:{server.port}")
+            big = (b"x" * (64 << 20),)
+            task = asyncio.ensure_future(client.request(origin, "PUT", "/k", {"host": "h"}, big))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            del task
+            assert not client._idle
+            await asyncio.sleep(0.05)
+        gc.collect()
+        await asyncio.sleep(0.05)
+    finally:
+        loop.set_exception_handler(None)
+    assert not [m for m in reported if "never retrieved" in m]
+
+
+async def test_idle_connections_are_bounded_across_origins() -> None:
+    """Each origin keeps its connection alive, but no more than ``limit`` stay idle in all:
+    the oldest are closed."""
+    async with (
+        serving(answer(sized(b"a"))) as one,
+        serving(answer(sized(b"b"))) as two,
+        serving(answer(sized(b"c"))) as three,
+        pool(limit=2) as client,
+    ):
+        for server in (one, two, three, three):
+            await get(client, server)
+        assert [origin.port for _, origin, _ in client._idle] == [two.port, three.port]
+    assert (one.connections, two.connections, three.connections) == (1, 1, 1)
+
+
 async def test_a_cancelled_request_closes_its_connection() -> None:
     async with connected(answer(OK, pause=5)) as (server, client):
         task = asyncio.ensure_future(get(client, server))
@@ -279,7 +363,7 @@ async def test_a_cancelled_request_closes_its_connection() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    assert not any(client._idle.values())
+    assert not client._idle
 
 
 async def test_at_most_limit_requests_at_once() -> None:
