@@ -208,8 +208,10 @@ async def compact_table(
     Up to ``bin_concurrency`` bins are rewritten at once (default: one more than the cores this
     process may use, so a bin waiting on IO leaves no core idle). With fewer bins than that,
     each bin splits its decoding and encoding over two threads so the cores stay busy; with
-    more, each bin runs in one thread, which costs less CPU and memory. Each bin holds at most
-    one row group and a few batches (see :func:`rewrite_bin`).
+    more, each bin runs in one thread, which costs less CPU and memory, until the run leaves a
+    core idle: then its last bins split too (without a daemon's ``limiter``, whose cores other
+    tables share). Each bin holds at most one row group and a few batches (see
+    :func:`rewrite_bin`).
 
     A daemon passes the ``snapshot`` it holds (else the latest is loaded), and the limiters it
     shares across all tables: ``limiter`` bounds the bins decoding at once (it replaces
@@ -264,7 +266,8 @@ async def compact_table(
     else:
         concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
     slots = limiter or anyio.CapacityLimiter(concurrency)
-    shares = BinShares(concurrency, len(bins))
+    # a daemon's limiter is shared with other tables' bins: only a run alone knows its cores
+    shares = BinShares(concurrency, len(bins), cores=_cores() if limiter is None else 0)
     split = len(bins) < concurrency
 
     async def one(b: Bin) -> None:

@@ -8,7 +8,9 @@ the other cores busy (the cheapest in CPU and memory), or are split over two thr
 batches straight to each other through a byte-bounded handoff with no event-loop round trip
 per batch, so that a bin alone keeps two cores busy; such a bin also encodes each row group
 in two threads, a part of its fields in each (:mod:`rlcd.compaction.split_writer`), since its
-encode thread is the one that bounds it. A local store's sources are opened in
+encode thread is the one that bounds it. A bin started in one thread moves its encoding to a
+thread of its own once the run leaves a core idle (its other bins are done and none waits):
+the last bin of a run then ends on two cores, not one. A local store's sources are opened in
 place and its output file is written by pyarrow itself: no data passes through Python objects
 or the event loop.
 
@@ -24,6 +26,7 @@ failed bin leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from collections import deque
@@ -38,7 +41,7 @@ import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
@@ -449,15 +452,22 @@ class BinShares:
     ``concurrency`` last row groups of bins that only have that left to write (see
     :func:`rewrite_bin`).
 
+    It also counts the run's stage threads: with ``cores`` (the run has them to itself), a bin
+    running in one thread splits its stages once they are fewer than the cores and no bin waits
+    to start (:meth:`_split_late`).
+
     Create one per run with the number of bins that may run at once and the number planned;
     pass it to every :func:`rewrite_bin` of the run. Thread-safe.
     """
 
-    def __init__(self, concurrency: int, bins: int) -> None:
+    def __init__(self, concurrency: int, bins: int, *, cores: int = 0) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency {concurrency} is below 1")
         self._concurrency = concurrency
         self._remaining = bins
+        self._cores = cores
+        self._waiting = bins  # not started yet
+        self._threads = 0  # the stage threads of the bins started and not done
         self._lock = threading.Lock()
         self._handoffs: set[_Handoff] = set()
 
@@ -471,11 +481,30 @@ class BinShares:
         with self._lock:
             self._handoffs.add(handoff)
 
+    def _start(self, handoff: _Handoff, threads: int) -> None:
+        """A bin starts its stages, in ``threads`` threads."""
+        with self._lock:
+            self._waiting -= 1
+            self._threads += threads
+            handoff.threads = threads
+
+    def _split_late(self, handoff: _Handoff) -> bool:
+        """Whether the bin of ``handoff``, running in one thread, is to move its encoding to a
+        thread of its own now (counted from here on): a core is idle and no bin waits."""
+        with self._lock:
+            if self._waiting > 0 or self._threads >= self._cores:
+                return False
+            self._threads += 1
+            handoff.threads += 1
+            return True
+
     def _leave(self, handoff: _Handoff) -> None:
         """A bin is done (written or failed): the bins still running may get more room."""
         with self._lock:
             self._handoffs.discard(handoff)
             self._remaining -= 1
+            self._threads -= handoff.threads
+            handoff.threads = 0
             waiting = list(self._handoffs)
         for other in waiting:
             other.wake()
@@ -497,6 +526,12 @@ class _Handoff:
         self._ready = threading.Condition()
         self._closed = False
         self.aborted = False
+        self.threads = 0  # the bin's stage threads, as its BinShares counts them
+
+    def split_late(self) -> bool:
+        """Whether the bin, running in one thread, is to split its stages now (see
+        :meth:`BinShares._split_late`); never without shares."""
+        return self._shares is not None and self._shares._split_late(self)
 
     def _limit(self) -> int:
         return HANDOFF_BYTES if self._shares is None else self._shares.handoff_bytes()
@@ -585,10 +620,15 @@ def _decode(
     """The decode stage of a split bin, in one worker thread for the whole bin: every item of
     :func:`_items` into the handoff (the stats are computed here rather than on the encode
     side, to balance the stages)."""
+    with contextlib.closing(_items(bin, settings, sources, stats)) as items:
+        _pass_on(items, handoff)
+
+
+def _pass_on(items: Iterator[_Item], handoff: _Handoff) -> None:
+    """Put every item into the handoff, then close it; on any failure, abort it."""
     try:
-        with contextlib.closing(_items(bin, settings, sources, stats)) as items:
-            for item in items:
-                handoff.put(item)
+        for item in items:
+            handoff.put(item)
         handoff.close()
     except BaseException as exc:
         handoff.abort()
@@ -609,27 +649,46 @@ def _decode_and_encode(
     handoff: _Handoff,
     encoder: _Encoder,
     stats: StatsAccumulator,
+    encode_apart: Callable[[], None],
 ) -> None:
     """A bin that is not split: both stages in one worker thread. The thread reuses the memory
     it frees, nothing waits between the stages and no batches pile up in between; the run's
-    other bins keep the other cores busy. ``handoff`` only carries a cancellation."""
+    other bins keep the other cores busy, and ``handoff`` only carries a cancellation. Once
+    they no longer do (:meth:`_Handoff.split_late`, asked at each source), ``encode_apart``
+    starts the encode stage in a thread of its own, which takes the encoder over, and this one
+    goes on as the decode stage."""
+    with contextlib.closing(_items(bin, settings, sources, stats)) as decoded:
+        apart: list[_Item] = []  # the first item for the encode stage, once it is apart
 
-    def items() -> Iterator[_Item]:
-        with contextlib.closing(_items(bin, settings, sources, stats)) as decoded:
+        def until_apart() -> Iterator[_Item]:
             for item in decoded:
                 if handoff.aborted:
                     raise _Aborted
+                if isinstance(item, _SourceStart) and handoff.split_late():
+                    encode_apart()
+                    apart.append(item)
+                    return
                 yield item
 
-    _finish(encoder, handoff, items())
+        _finish(encoder, handoff, until_apart(), handed_over=lambda: bool(apart))
+        if apart:
+            _pass_on(itertools.chain(apart, decoded), handoff)
 
 
-def _finish(encoder: _Encoder, handoff: _Handoff, items: Iterator[_Item]) -> None:
-    """Every item into the encoder, then close it; on any failure, discard the output."""
+def _finish(
+    encoder: _Encoder,
+    handoff: _Handoff,
+    items: Iterator[_Item],
+    *,
+    handed_over: Callable[[], bool] = lambda: False,
+) -> None:
+    """Every item into the encoder, then close it (unless ``handed_over`` says another stage
+    now has it); on any failure, discard the output."""
     try:
         for item in items:
             encoder.accept(item)
-        encoder.close()
+        if not handed_over():
+            encoder.close()
     except _Aborted:
         encoder.discard()
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -642,10 +701,14 @@ def _finish(encoder: _Encoder, handoff: _Handoff, items: Iterator[_Item]) -> Non
 
 
 async def _stage(
-    fn: Callable[..., None], args: tuple[Any, ...], then: Callable[[], None] | None = None
+    fn: Callable[..., None],
+    args: tuple[Any, ...],
+    then: Callable[[], None] | None = None,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a stage in a worker thread whose calls into the event loop are never cancelled,
-    then call ``then``.
+    then call ``then``. Started (``task_status``) once nothing can cancel it any more.
 
     anyio does not cancel a ``from_thread`` call made after its scope was cancelled, so a
     thread waiting there for a stream could wait forever. Instead, a stage ends on its own:
@@ -653,6 +716,7 @@ async def _stage(
     cancellation of the bin aborts the handoff (:func:`_abort_when_cancelled`).
     """
     with anyio.CancelScope(shield=True):
+        task_status.started()
         # a token of its own, not one of anyio's shared 40: a run's stage threads are bounded
         # by its bins (two at most each), and must never wait for a token held by the store's
         # IO threads, or by stages that are themselves waiting for that IO
@@ -736,6 +800,8 @@ async def rewrite_bin(
     slot = _Slot(limiter)
     try:
         await slot.acquire()
+        if shares is not None:
+            shares._start(handoff, 2 if split else 1)
         if on_start is not None:
             on_start()
         return await _rewrite(store, bin, settings, handoff, slot, split)
@@ -792,8 +858,15 @@ async def _rewrite(
                             tg.start_soon(_stage, _decode, decode, slot.release)
                             await _stage(_encode, (encoder, handoff))
                         else:
-                            both = (bin, settings, fetch_receive, handoff, encoder, stats)
-                            await _stage(_decode_and_encode, both)
+                            async with anyio.create_task_group() as stages:
+
+                                def encode_apart() -> None:  # in the stage's thread
+                                    log.debug("bin_split", table=settings.table, bin=bin.bin_id)
+                                    apart = (_encode, (encoder, handoff))
+                                    anyio.from_thread.run(stages.start, _stage, *apart)
+
+                                both = (bin, settings, fetch_receive, handoff, encoder, stats)
+                                await _stage(_decode_and_encode, (*both, encode_apart))
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
                         watch.cancel()

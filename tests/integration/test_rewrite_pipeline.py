@@ -23,7 +23,13 @@ import pytest
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.rewrite import RewriteSettings, RewrittenBin, rewrite_bin
+from rlcd.compaction.rewrite import (
+    BinShares,
+    RewriteSettings,
+    RewrittenBin,
+    _Handoff,
+    rewrite_bin,
+)
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.errors import MissingDataFileError, StorageError
 from rlcd.storage import LocalStore
@@ -64,6 +70,33 @@ class Remote:
 
         writer.write = write  # type: ignore[method-assign]
         return writer
+
+
+class LateSplit(BinShares):
+    """The shares of a run with a core to spare from the bin's second source on: a bin started
+    in one thread splits its stages there."""
+
+    def __init__(self) -> None:
+        super().__init__(1, 1, cores=2)
+        self.asked = 0
+        self.split = False
+
+    def _split_late(self, handoff: _Handoff) -> bool:
+        self.asked += 1
+        if self.asked >= 2 and super()._split_late(handoff):
+            self.split = True
+        return self.split
+
+
+STAGES = ["split", "one-thread", "late-split"]
+"""How a bin runs its stages: split from the start, in one thread, or split at its second
+source."""
+
+
+def _stages(stages: str) -> dict[str, Any]:
+    if stages == "late-split":
+        return {"split": False, "shares": LateSplit()}
+    return {"split": stages == "split"}
 
 
 def _small_table(path: Path) -> None:
@@ -111,10 +144,10 @@ def _outputs(path: Path) -> set[str]:
     return {p.name for p in path.glob("*.zstd.parquet")}
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
+@pytest.mark.parametrize("stages", STAGES)
 @pytest.mark.parametrize("spill", [False, True])
 async def test_local_and_remote_paths_write_the_same_file(
-    tmp_path: Path, spill: bool, split: bool
+    tmp_path: Path, spill: bool, stages: str
 ) -> None:
     """In-place reads and pyarrow's own file give what fetched (or spilled) bytes and the
     streaming upload give, and a split bin what a one-thread bin gives: same rows in the same
@@ -127,7 +160,7 @@ async def test_local_and_remote_paths_write_the_same_file(
             settings = dataclasses.replace(
                 settings, read=dataclasses.replace(settings.read, spill_threshold=1)
             )
-        remote = await rewrite_bin(Remote(store), bin_, settings, split=split)  # type: ignore[arg-type]
+        remote = await rewrite_bin(Remote(store), bin_, settings, **_stages(stages))  # type: ignore[arg-type]
     assert local.key and remote.key and local.key != remote.key
     assert pq.read_table(tmp_path / local.key).equals(pq.read_table(tmp_path / remote.key))
     assert (local.stats, local.runs, local.offsets, local.rows) == (
@@ -141,26 +174,31 @@ async def test_local_and_remote_paths_write_the_same_file(
 
 @pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
 async def test_a_split_bin_writes_the_one_thread_bins_bytes(tmp_path: Path, remote: bool) -> None:
-    """A split bin encodes each row group in two parts at once: byte for byte the same file."""
+    """A split bin encodes each row group in two parts at once, a bin that splits late hands
+    its encoder to another thread: byte for byte the same file."""
     _small_table(tmp_path)
     async with LocalStore(tmp_path) as store:
         bin_, settings = await _plan(store)
         settings = dataclasses.replace(settings, row_group_rows=400)
         target = Remote(store) if remote else store
-        one = await rewrite_bin(target, bin_, settings)  # type: ignore[arg-type]
+        one = await rewrite_bin(target, bin_, settings, split=False)  # type: ignore[arg-type]
         two = await rewrite_bin(target, bin_, settings, split=True)  # type: ignore[arg-type]
+        late = LateSplit()
+        three = await rewrite_bin(target, bin_, settings, shares=late, split=False)  # type: ignore[arg-type]
+    assert late.split
     assert pq.read_metadata(tmp_path / two.key).num_row_groups == 3
-    assert (tmp_path / one.key).read_bytes() == (tmp_path / two.key).read_bytes()
-    assert (one.stats, one.runs, one.offsets, one.rows) == (
-        two.stats,
-        two.runs,
-        two.offsets,
-        two.rows,
-    )
+    for other in (two, three):
+        assert (tmp_path / one.key).read_bytes() == (tmp_path / other.key).read_bytes()
+        assert (one.stats, one.runs, one.offsets, one.rows) == (
+            other.stats,
+            other.runs,
+            other.offsets,
+            other.rows,
+        )
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
-async def test_failed_upload_stops_the_bin_and_leaves_nothing(tmp_path: Path, split: bool) -> None:
+@pytest.mark.parametrize("stages", STAGES)
+async def test_failed_upload_stops_the_bin_and_leaves_nothing(tmp_path: Path, stages: str) -> None:
     """The store fails while the encoder still has chunks to hand over: the bin fails with
     the store's error, every stage stops, and the upload is aborted."""
     _big_table(tmp_path)
@@ -168,15 +206,15 @@ async def test_failed_upload_stops_the_bin_and_leaves_nothing(tmp_path: Path, sp
     async with LocalStore(tmp_path) as store:
         bin_, settings = await _plan(store)
         with anyio.fail_after(60), pytest.raises(StorageError, match="connection reset"):
-            await rewrite_bin(Remote(store, fail_writes=2), bin_, settings, split=split)  # type: ignore[arg-type]
+            await rewrite_bin(Remote(store, fail_writes=2), bin_, settings, **_stages(stages))  # type: ignore[arg-type]
     assert _outputs(tmp_path) == before
     assert not _leftovers(tmp_path)
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
+@pytest.mark.parametrize("stages", STAGES)
 @pytest.mark.parametrize("remote", [False, True])
 async def test_missing_source_fails_the_bin_and_leaves_nothing(
-    tmp_path: Path, remote: bool, split: bool
+    tmp_path: Path, remote: bool, stages: str
 ) -> None:
     _small_table(tmp_path)
     before = _outputs(tmp_path)
@@ -185,16 +223,16 @@ async def test_missing_source_fails_the_bin_and_leaves_nothing(
         (tmp_path / bin_.sources[-1].path).unlink()
         target: Any = Remote(store) if remote else store
         with anyio.fail_after(60), pytest.raises(MissingDataFileError):
-            await rewrite_bin(target, bin_, settings, split=split)
+            await rewrite_bin(target, bin_, settings, **_stages(stages))
     assert _outputs(tmp_path) == before - {bin_.sources[-1].path}
     assert not _leftovers(tmp_path)
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
+@pytest.mark.parametrize("stages", STAGES)
 @pytest.mark.parametrize("remote", [False, True])
 @pytest.mark.parametrize("after", [0.0, 0.05, 0.3])
 async def test_cancelled_bin_stops_promptly_and_leaves_nothing(
-    tmp_path: Path, remote: bool, after: float, split: bool
+    tmp_path: Path, remote: bool, after: float, stages: str
 ) -> None:
     """Cancelled at any point (before the threads start, while decoding, while uploading),
     the bin returns soon, with no thread left behind and nothing written."""
@@ -210,7 +248,7 @@ async def test_cancelled_bin_stops_promptly_and_leaves_nothing(
         done: list[RewrittenBin] = []
         started = time.monotonic()
         with anyio.move_on_after(after):
-            done.append(await rewrite_bin(target, bin_, settings, split=split))
+            done.append(await rewrite_bin(target, bin_, settings, **_stages(stages)))
         assert time.monotonic() - started < after + 10
     if not done:  # finished before the deadline on a fast machine: nothing to check
         assert _outputs(tmp_path) == before
@@ -240,8 +278,8 @@ async def test_local_file_writer_publishes_or_leaves_nothing(tmp_path: Path) -> 
     assert sorted(p.name for p in (tmp_path / "dir").iterdir()) == ["a.bin"]
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
-async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path, split: bool) -> None:
+@pytest.mark.parametrize("stages", STAGES)
+async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path, stages: str) -> None:
     """Two bins under one token rewrite one after the other; neither deadlocks its stages."""
     _small_table(tmp_path)
     limiter = anyio.CapacityLimiter(1)
@@ -250,7 +288,9 @@ async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path, split:
         done: list[RewrittenBin] = []
 
         async def one() -> None:
-            done.append(await rewrite_bin(store, bin_, settings, limiter=limiter, split=split))
+            done.append(
+                await rewrite_bin(store, bin_, settings, limiter=limiter, **_stages(stages))
+            )
 
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
@@ -260,10 +300,10 @@ async def test_a_one_token_limiter_bounds_bins_not_stages(tmp_path: Path, split:
     assert limiter.borrowed_tokens == 0
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "one-thread"])
+@pytest.mark.parametrize("stages", STAGES)
 @pytest.mark.parametrize("prefetch", [2, 3])
 async def test_a_bin_holds_at_most_prefetch_sources(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefetch: int, split: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefetch: int, stages: str
 ) -> None:
     """Counting the source being decoded and the one the fetch task waits to hand over, a bin
     never holds more than ``prefetch`` fetched sources (their bytes or spill files)."""
@@ -298,5 +338,5 @@ async def test_a_bin_holds_at_most_prefetch_sources(
     async with LocalStore(tmp_path) as store:
         bin_, settings = await _plan(store)
         settings = dataclasses.replace(settings, prefetch=prefetch)
-        await rewrite_bin(Remote(store), bin_, settings, split=split)  # type: ignore[arg-type]
+        await rewrite_bin(Remote(store), bin_, settings, **_stages(stages))  # type: ignore[arg-type]
     assert peak[0] == prefetch and held[0] == 0

@@ -65,3 +65,36 @@ def test_a_waiting_decoder_is_woken_when_its_room_grows() -> None:
     second.join(5)
     assert not second.is_alive()
     assert [mine.get(), mine.get()] == [(0, batch), (0, batch)]
+
+
+def test_a_bin_splits_late_only_with_a_core_idle_and_no_bin_waiting() -> None:
+    """A bin running in one thread splits its stages once the run's stage threads are fewer
+    than its cores and no bin waits for a slot; the split thread is counted from then on."""
+    shares = BinShares(3, 4, cores=2)
+    bins = [_Handoff(shares) for _ in range(4)]
+    for handoff in bins:
+        shares._join(handoff)
+    for handoff in bins[:3]:
+        shares._start(handoff, 1)
+    assert not bins[0].split_late()  # a bin waits to start
+    shares._leave(bins[2])
+    shares._start(bins[3], 1)
+    assert not bins[0].split_late()  # three threads on two cores
+    shares._leave(bins[3])
+    assert not bins[0].split_late()  # two threads, two cores
+    shares._leave(bins[1])
+    assert bins[0].split_late()  # alone on two cores
+    assert not bins[0].split_late()  # now in two threads
+    shares._leave(bins[0])
+    assert shares._threads == 0
+
+
+def test_no_late_split_without_cores_or_shares() -> None:
+    """A daemon's run (its cores shared with other tables) and a bin without shares never
+    split late."""
+    shares = BinShares(2, 1)
+    handoff = _Handoff(shares)
+    shares._join(handoff)
+    shares._start(handoff, 1)
+    assert not handoff.split_late()
+    assert not _Handoff(None).split_late()
