@@ -14,7 +14,8 @@ Only what those requests need, and nothing a caller could mistake for more: one 
 time per connection, connections kept alive (up to ``idle_s``) and reused, bodies framed by
 ``Content-Length``, chunked or by the end of the connection (said so: such a body cannot be
 told whole), TLS by the caller's SSL context. A connection whose exchange left anything in
-doubt (an answer before the request body was all sent, data after the response) is closed.
+doubt (an answer before the request body was all sent, data after the response, anything to
+read while idle) is closed.
 No proxies, redirects or ``Expect: 100-continue``: a caller that needs them (see
 :mod:`rlcd.storage.s3`) sends that request through botocore. Failures are :class:`OSError`\\ s:
 :class:`TimeoutError` (connect or read), :class:`HttpError` (a connection closed or broken
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import select
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ asyncio copies into its buffer, so a large piece goes in slices, each after the 
 
 
 _DIGITS: Final = re.compile(r"[0-9]{1,18}")
+_STATUS: Final = re.compile(r"[0-9]{3}")
 _HEX: Final = re.compile(r"[0-9A-Fa-f]{1,15}")
 _SIZE_LINE: Final = -1  # chunked framing: what comes next, when not chunk data
 _CRLF: Final = -2
@@ -139,7 +142,10 @@ class _Exchange(asyncio.BufferedProtocol):
                         self.reusable = False  # the server may still expect the rest
                         return await done
                     transport.write(view[start : start + _SEND_SLICE])
-            return await done
+            response = await done
+            if transport.get_write_buffer_size():  # answered before the body was all sent
+                self.reusable = False
+            return response
         finally:
             if not done.done():  # cancelled: the connection is aborted, nobody awaits this
                 done.cancel()
@@ -147,6 +153,20 @@ class _Exchange(asyncio.BufferedProtocol):
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+
+    def idle_fit(self) -> bool:
+        """Whether this kept-alive connection may carry another request: open, and nothing to
+        read on it. Bytes a server sent past its response (or its close) are still in the
+        socket until the event loop reads them, and would be taken for the next response."""
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            return False
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
 
     def abort(self) -> None:
         self.closed = True
@@ -259,8 +279,8 @@ class _Exchange(asyncio.BufferedProtocol):
         """Parse the status line and headers; choose the body's framing."""
         lines = head.decode("latin-1").split("\r\n")
         version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if version not in {"HTTP/1.1", "HTTP/1.0"} or not _DIGITS.fullmatch(code):
+        code = rest.partition(" ")[0]
+        if version not in {"HTTP/1.1", "HTTP/1.0"} or not _STATUS.fullmatch(code):
             raise HttpError(f"not an HTTP/1.1 response: {lines[0][:80]!r}")
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -427,7 +447,10 @@ class HttpPool:
         self._prune(loop.time())
         for i in range(len(self._idle) - 1, -1, -1):
             if self._idle[i][1] == origin:
-                return self._idle.pop(i)[2], True
+                conn = self._idle.pop(i)[2]
+                if conn.idle_fit():
+                    return conn, True
+                conn.abort()
         tls = origin.scheme == "https"
         if tls and self._ssl is None:
             raise ValueError(f"{origin.netloc}: an https origin needs an SSL context")

@@ -251,6 +251,8 @@ class S3Client:
         will do: no credentials, a proxy between us and the bucket, TLS settings we cannot take
         from botocore, or (later, see :meth:`_Route.conclusive`) an answer botocore would have
         treated differently."""
+        if self._closed:  # a cached route's pool is closed too: say so, do not retry
+            self._raw("open", bucket)
         if bucket not in self._routes:
             api = self._raw("open", bucket)
             route = None

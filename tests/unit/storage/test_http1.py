@@ -228,6 +228,8 @@ async def test_a_closed_connection_without_a_response_fails_when_new() -> None:
     ("wire", "match"),
     [
         (b"SPDY/3 200 OK\r\n\r\n", "not an HTTP/1.1 response"),
+        (b"HTTP/1.1 20\r\ncontent-length: 0\r\n\r\n", "not an HTTP/1.1 response"),
+        (b"HTTP/1.1 2000 OK\r\ncontent-length: 0\r\n\r\n", "not an HTTP/1.1 response"),
         (OK + b"no colon here\r\n\r\n", "malformed response header"),
         (OK + b"content-length: -1\r\n\r\n", "bad Content-Length"),
         (OK + b"content-length: 1\r\n\r\ntoo long", "more response data"),
@@ -242,6 +244,8 @@ async def test_a_closed_connection_without_a_response_fails_when_new() -> None:
     ],
     ids=[
         "version",
+        "short-status",
+        "long-status",
         "header",
         "length",
         "excess",
@@ -310,6 +314,74 @@ async def test_an_early_answer_is_not_followed_by_a_reused_connection() -> None:
         reply = await client.request(origin, "PUT", "/k", {"host": origin.netloc}, big)
         assert reply.status == 403
         assert not client._idle
+
+
+async def test_bytes_past_a_response_are_never_taken_for_the_next_one() -> None:
+    """A server sends more than its Content-Length (here what looks like a second response)
+    and the next request follows at once, before the event loop has read those bytes: the
+    connection is not reused, and the next request gets its own answer."""
+    calls = []
+
+    async def handler(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        calls.append(None)
+        if len(calls) > 1:
+            writer.write(sized(b"RIGHT"))
+            return
+        writer.write(OK + b"content-length: 4\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the body and the surplus arrive in one read
+        writer.write(b"GOOD" + sized(b"WRONG"))
+
+    async with connected(handler) as (server, client):
+        first = await get(client, server)
+        second = await get(client, server)  # no await in between that lets the loop read
+    assert (bytes(first.body), bytes(second.body)) == (b"GOOD", b"RIGHT")
+    assert server.connections == 2
+
+
+async def test_an_answer_while_the_last_slice_is_queued_is_not_followed_by_reuse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server answers (keeping the connection) once the whole body was handed to the
+    transport, but before all of it left: the connection is not reused."""
+    import socket
+
+    from rlcd.storage import http1
+
+    made = http1._Exchange.connection_made
+
+    def small_buffers(self: http1._Exchange, transport: asyncio.BaseTransport) -> None:
+        transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        made(self, transport)
+
+    monkeypatch.setattr(http1._Exchange, "connection_made", small_buffers)
+    total = 2 << 20
+    answered, handlers = asyncio.Event(), []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.append(asyncio.current_task())
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(total - 200_000)  # not the last 200 kB
+        await asyncio.sleep(0.2)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+        await writer.drain()
+        await answered.wait()  # keeps the connection open until the client is done
+        writer.close()
+        await writer.wait_closed()
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    server = await asyncio.start_server(handler, sock=listener)
+    origin = Origin.of(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    async with server, pool() as client:
+        reply = await client.request(origin, "PUT", "/k", {"host": origin.netloc}, [bytes(total)])
+        assert reply.status == 400
+        assert not client._idle
+        answered.set()
+        await asyncio.gather(*handlers, return_exceptions=True)
 
 
 async def test_a_request_cancelled_while_its_body_waits_leaves_nothing_behind() -> None:
