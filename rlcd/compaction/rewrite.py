@@ -654,7 +654,7 @@ def _decode_and_encode(
     """A bin that is not split: both stages in one worker thread. The thread reuses the memory
     it frees, nothing waits between the stages and no batches pile up in between; the run's
     other bins keep the other cores busy, and ``handoff`` only carries a cancellation. Once
-    they no longer do (:meth:`_Handoff.split_late`, asked at each source), ``encode_apart``
+    they no longer do (:meth:`_Handoff.split_late`, asked at each item), ``encode_apart``
     starts the encode stage in a thread of its own, which takes the encoder over, and this one
     goes on as the decode stage."""
     with contextlib.closing(_items(bin, settings, sources, stats)) as decoded:
@@ -664,7 +664,7 @@ def _decode_and_encode(
             for item in decoded:
                 if handoff.aborted:
                     raise _Aborted
-                if isinstance(item, _SourceStart) and handoff.split_late():
+                if handoff.split_late():
                     encode_apart()
                     apart.append(item)
                     return
@@ -723,6 +723,21 @@ async def _stage(
         await anyio.to_thread.run_sync(fn, *args, limiter=anyio.CapacityLimiter(1))
     if then is not None:
         then()
+
+
+async def _one_thread(
+    both: tuple[Any, ...], encoder: _Encoder, handoff: _Handoff, **where: str
+) -> None:
+    """A bin's stages (``both``: the arguments of :func:`_decode_and_encode` but the last) in
+    one worker thread, until its encoding moves to a thread of its own; returns once both are
+    done. ``where`` names the bin in the log."""
+    async with anyio.create_task_group() as stages:
+
+        def encode_apart() -> None:  # in the stage's thread
+            log.debug("bin_split", **where)
+            anyio.from_thread.run(stages.start, _stage, _encode, (encoder, handoff))
+
+        await _stage(_decode_and_encode, (*both, encode_apart))
 
 
 class _Slot:
@@ -858,15 +873,10 @@ async def _rewrite(
                             tg.start_soon(_stage, _decode, decode, slot.release)
                             await _stage(_encode, (encoder, handoff))
                         else:
-                            async with anyio.create_task_group() as stages:
-
-                                def encode_apart() -> None:  # in the stage's thread
-                                    log.debug("bin_split", table=settings.table, bin=bin.bin_id)
-                                    apart = (_encode, (encoder, handoff))
-                                    anyio.from_thread.run(stages.start, _stage, *apart)
-
-                                both = (bin, settings, fetch_receive, handoff, encoder, stats)
-                                await _stage(_decode_and_encode, (*both, encode_apart))
+                            both = (bin, settings, fetch_receive, handoff, encoder, stats)
+                            await _one_thread(
+                                both, encoder, handoff, table=settings.table, bin=bin.bin_id
+                            )
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
                         watch.cancel()

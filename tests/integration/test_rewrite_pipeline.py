@@ -73,8 +73,8 @@ class Remote:
 
 
 class LateSplit(BinShares):
-    """The shares of a run with a core to spare from the bin's second source on: a bin started
-    in one thread splits its stages there."""
+    """The shares of a run with a core to spare from the bin's fourth item on (a source's
+    batch, past the bin's start): a bin started in one thread splits its stages there."""
 
     def __init__(self) -> None:
         super().__init__(1, 1, cores=2)
@@ -83,14 +83,14 @@ class LateSplit(BinShares):
 
     def _split_late(self, handoff: _Handoff) -> bool:
         self.asked += 1
-        if self.asked >= 2 and super()._split_late(handoff):
+        if self.asked >= 4 and super()._split_late(handoff):
             self.split = True
         return self.split
 
 
 STAGES = ["split", "one-thread", "late-split"]
-"""How a bin runs its stages: split from the start, in one thread, or split at its second
-source."""
+"""How a bin runs its stages: split from the start, in one thread, or split at its fourth
+item."""
 
 
 def _stages(stages: str) -> dict[str, Any]:
