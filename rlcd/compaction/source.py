@@ -410,8 +410,13 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool
                 f"{column.null_count} null(s) there"
             )
     if same_shape:
-        # a file written in the table's schema (the usual case) needs no cast at all
-        return batch if batch.schema.equals(target, check_metadata=True) else batch.cast(target)
+        # a file written in the table's schema (the usual case) needs no cast at all, nor one
+        # whose only difference is metadata (a cast of every column, to the type it has)
+        if batch.schema.equals(target, check_metadata=True):
+            return batch
+        if batch.schema.equals(target):
+            return pa.RecordBatch.from_arrays(batch.columns, schema=target)
+        return batch.cast(target)
     return pa.RecordBatch.from_arrays(columns, schema=target)
 
 

@@ -246,6 +246,14 @@ def test_a_batch_in_the_tables_schema_passes_as_it_is() -> None:
     bare = pa.RecordBatch.from_arrays(batch.columns, names=_VIEW_TARGET.names)
     out = conform_batch(bare, _VIEW_TARGET, by_field_id=False)
     assert out.schema.equals(_VIEW_TARGET, check_metadata=True) and out.equals(batch)
+    # the same columns, no copy (no cast either: one that differs only in metadata)
+    tagged = batch.replace_schema_metadata({"ARROW:schem_": "hidden"})
+    out = conform_batch(tagged, _VIEW_TARGET, by_field_id=False)
+    assert out.schema.equals(_VIEW_TARGET, check_metadata=True)
+    for mine, theirs in zip(out, tagged, strict=True):
+        assert [b and b.address for b in mine.buffers()] == [
+            b and b.address for b in theirs.buffers()
+        ]
 
 
 def _parquet(table: pa.Table, **options: object) -> pa.BufferReader:
