@@ -491,6 +491,8 @@ class BinShares:
     def _split_late(self, handoff: _Handoff) -> bool:
         """Whether the bin of ``handoff``, running in one thread, is to move its encoding to a
         thread of its own now (counted from here on): a core is idle and no bin waits."""
+        if not self._cores:  # a daemon's run, asked at every batch: never, and no lock
+            return False
         with self._lock:
             if self._waiting > 0 or self._threads >= self._cores:
                 return False
