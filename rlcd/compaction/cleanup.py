@@ -20,11 +20,11 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
 from rlcd._tasks import gather
+from rlcd.compaction import kernels
 from rlcd.compaction.orphans import (
     DEFAULT_GRACE_S,
     FileReference,
@@ -215,13 +215,13 @@ def _parquet_references(data: bytes | bytearray) -> list[FileReference]:
     for name in columns:
         for chunk in parquet.read(columns=[name], use_threads=False).column(name).chunks:
             struct = chunk.type
-            paths = pc.struct_field(chunk, "path").to_pylist()
+            paths = kernels.struct_field(chunk, "path").to_pylist()
             dvs = (
-                pc.struct_field(chunk, "deletionVector").to_pylist()
+                kernels.struct_field(chunk, "deletionVector").to_pylist()
                 if struct.get_field_index("deletionVector") >= 0
                 else [None] * len(paths)
             )
-            valid = chunk.is_valid().to_pylist()
+            valid = kernels.is_valid(chunk).to_pylist()
             found.extend(
                 (path, dv)
                 for ok, path, dv in zip(valid, paths, dvs, strict=True)

@@ -17,9 +17,9 @@ maps, binary, boolean and variant take a slot but only get ``nullCount``. The re
 
 *Accumulating* (§4.2, ``StatsAccumulator``). Each batch must have the table's physical Arrow
 schema (``rlcd.delta.schema.to_arrow_schema``). Per batch and leaf there is one vectorised
-``pyarrow.compute.min_max`` (for null-free floats, two integer passes over their bits instead:
+``min_max`` kernel (for null-free floats, two integer passes over their bits instead:
 ``_observe_fast``) and a null count, nothing per row; state is a running
-min/max/null count per leaf. A struct leaf is read with ``pc.struct_field``, which folds the
+min/max/null count per leaf. A struct leaf is read with ``struct_field``, which folds the
 parents' validity in: a null parent makes the leaf null (it counts in ``nullCount`` and its
 hidden child value never reaches min/max). Arrays and maps count whole-column nulls only.
 
@@ -77,8 +77,8 @@ from decimal import Decimal
 from typing import Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+from rlcd.compaction import kernels
 from rlcd.delta.schema import (
     ColumnMappingMode,
     DataType,
@@ -502,9 +502,9 @@ class StatsAccumulator:
             if leaf.kind is not StatKind.STRING or self._columns[i] is None:
                 continue
             array = _column(rows, path, arrays)
-            longest = pc.max(pc.binary_length(array)).as_py()
+            longest = kernels.max(kernels.binary_length(array)).as_py()
             if longest is not None and longest > PARQUET_MAX_STATISTICS_BYTES:
-                extremes = pc.min_max(array)
+                extremes = kernels.min_max(array)
                 exact[i] = (extremes["min"].as_py(), extremes["max"].as_py())
 
     def add_footer(self, metadata: Any) -> None:
@@ -669,13 +669,13 @@ def _index_path(schema: Any, leaf: StatsLeaf) -> tuple[int, ...]:
 
 
 def _column(batch: Any, index_path: tuple[int, ...], arrays: dict[tuple[int, ...], Any]) -> Any:
-    """The leaf array, parents' validity folded in (``pc.struct_field``); memoised per batch."""
+    """The leaf array, parents' validity folded in (``struct_field``); memoised per batch."""
     array = arrays.get(index_path)
     if array is None:
         if len(index_path) == 1:
             array = batch.column(index_path[0])
         else:
-            array = pc.struct_field(_column(batch, index_path[:-1], arrays), [index_path[-1]])
+            array = kernels.struct_field(_column(batch, index_path[:-1], arrays), index_path[-1])
         arrays[index_path] = array
     return array
 
@@ -688,7 +688,7 @@ def _observe(kind: StatKind, state: _LeafState, array: Any) -> None:
         return
     if not nulls and isinstance(array, pa.Array) and _observe_fast(kind, state, array):
         return
-    extremes = pc.min_max(array)
+    extremes = kernels.min_max(array)
     if kind is StatKind.FLOAT:
         _observe_float(state, array, extremes)
     else:
@@ -708,9 +708,11 @@ def _observe_fast(kind: StatKind, state: _LeafState, array: Any) -> bool:
     if kind is not StatKind.FLOAT:
         return False
     floats = _FLOAT_BITS[array.type.bit_width]
-    signed = pc.min_max(array.view(floats.signed))
+    signed = kernels.min_max(array.view(floats.signed))
     lowest, highest = signed["min"].as_py(), signed["max"].as_py()
-    top = pc.max(array.view(floats.unsigned)).as_py()  # the negative float of largest magnitude
+    top = kernels.max(
+        array.view(floats.unsigned)
+    ).as_py()  # the negative float of largest magnitude
     if highest > floats.positive_infinity or top > floats.negative_infinity:
         return False  # a NaN: the general path remembers it and skips it
     if lowest >= 0:  # no negative float
@@ -770,7 +772,7 @@ def _decimal(unscaled: Any, scale: int) -> Decimal:
 def _observe_float(state: _LeafState, array: Any, extremes: Any) -> None:
     """``min_max`` skips NaN unless every value is NaN; remember whether any NaN was seen."""
     if not state.nan:
-        state.nan = bool(pc.any(pc.is_nan(array)).as_py())
+        state.nan = bool(kernels.any(kernels.is_nan(array)).as_py())
     low, high = float(extremes["min"].as_py()), float(extremes["max"].as_py())
     if not math.isnan(low):
         state.merge(low, high)
