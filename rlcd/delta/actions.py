@@ -8,6 +8,7 @@ Each record keeps the fields rlcd knows as typed attributes and every other JSON
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class ActionError(ValueError):
     """A JSON action is malformed; the loader turns it into a CorruptLogError naming the file."""
 
 
+@functools.cache  # a few dozen attribute names, asked for every field of every action
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
