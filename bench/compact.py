@@ -4,6 +4,7 @@
         [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-conservative]
     .venv/bin/python bench/compact.py --s3 [--latency-ms 20] ...
     .venv/bin/python bench/compact.py --bin-gib 0.5,2,4
+    .venv/bin/python bench/compact.py --evict-libraries ...
 
 Generates one Delta table of the chosen shape (``bench/shapes.py``: ``--files`` appends of
 ``--rows`` rows, as a streaming writer leaves them), then compacts identical copies of it with:
@@ -31,6 +32,10 @@ are noise; the ratios are measured under the same noise.
 Each run also reports the share of the machine's CPU capacity the hypervisor stole during it
 (``/proc/stat``): on a shared host a compactor gets only the cores not stolen, so where much
 is stolen wall time follows CPU time, and the throughput ratio follows the CPU ratio.
+
+``--evict-libraries`` first drops the environment's shared libraries from the page cache, so
+that peak RSS counts their pages as read back from disk rather than as ``pip install`` wrote
+them (see the README: ~20 MiB of difference for pyarrow).
 
 ``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (of
 ``--shape``, one commit) as a single bin with rlcd, and reports its peak RSS per size.
@@ -359,8 +364,32 @@ def _import_rss_mib(name: str, s3: bool) -> float:
     return statistics.median(peaks)
 
 
+def evict_libraries() -> tuple[int, int]:
+    """Drop the shared libraries of this interpreter's environment from the page cache (after
+    writing back any dirty pages), so that every contender maps them as read back from disk,
+    as after a reboot, instead of as ``pip install`` wrote them (see the README). Returns the
+    files and bytes dropped; nothing on systems without ``posix_fadvise``."""
+    if not hasattr(os, "posix_fadvise"):
+        return 0, 0
+    files = size = 0
+    for path in Path(sys.prefix).rglob("*.so*"):
+        if not path.is_file():
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        files, size = files + 1, size + path.stat().st_size
+    return files, size
+
+
 def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
     contenders = args.contenders.split(",")
+    if args.evict_libraries:
+        files, size = evict_libraries()
+        print(f"dropped {files} shared libraries ({size / 2**20:.0f} MiB) from the page cache")
     # the shared libraries' pages in RSS depend on how the page cache holds their files (just
     # installed or read back from disk: see the README), so each run shows what they weigh
     imports = {c: _import_rss_mib(c, args.s3) for c in contenders}
@@ -495,6 +524,12 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--bin-gib", help="comma-separated bin sizes: peak RSS per size")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--evict-libraries",
+        action="store_true",
+        help="first drop the environment's shared libraries from the page cache (RSS as after "
+        "a reboot, not as pip wrote them)",
+    )
     args = parser.parse_args()
     unknown = set(args.contenders.split(",")) - set(CONTENDERS)
     if unknown or (args.s3 and "floor" in args.contenders):
