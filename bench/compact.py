@@ -371,7 +371,7 @@ def evict_libraries() -> tuple[int, int]:
     files and bytes dropped; nothing on systems without ``posix_fadvise``."""
     if not hasattr(os, "posix_fadvise"):
         return 0, 0
-    files = size = 0
+    files = dropped = 0
     for path in Path(sys.prefix).rglob("*.so*"):
         if not path.is_file():
             continue
@@ -381,15 +381,15 @@ def evict_libraries() -> tuple[int, int]:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-        files, size = files + 1, size + path.stat().st_size
-    return files, size
+        files, dropped = files + 1, dropped + path.stat().st_size
+    return files, dropped
 
 
 def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
     contenders = args.contenders.split(",")
     if args.evict_libraries:
-        files, size = evict_libraries()
-        print(f"dropped {files} shared libraries ({size / 2**20:.0f} MiB) from the page cache")
+        files, dropped = evict_libraries()
+        print(f"dropped {files} shared libraries ({dropped / 2**20:.0f} MiB) from the page cache")
     # the shared libraries' pages in RSS depend on how the page cache holds their files (just
     # installed or read back from disk: see the README), so each run shows what they weigh
     imports = {c: _import_rss_mib(c, args.s3) for c in contenders}
