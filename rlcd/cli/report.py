@@ -150,10 +150,11 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
             if c.sources_unchecked
             else ""
         )
+        untagged = f", {c.sources_untagged} untagged (not checked)" if c.sources_untagged else ""
         out.write(
             f"  version {c.version}: {c.status}: {c.outputs} outputs{outputs_gone}, "
             f"{c.sources_checked} sources checked, {c.sources_skipped} skipped{sources_gone}"
-            f"{unchecked}\n"
+            f"{unchecked}{untagged}\n"
         )
         for note in c.notes:
             out.write(f"    note: {note}\n")

@@ -287,8 +287,8 @@ def classify_winner(
 
 @dataclass(frozen=True, slots=True)
 class Compacted:
-    """A file a pure compaction removed: its tombstone (keyed by the DV ``Do`` it was compacted
-    with), the run its live rows took in the output, and the output's add."""
+    """A file a compaction removed with a composition: its tombstone (keyed by the DV ``Do``
+    it was compacted with), the run its live rows took in the output, and the output's add."""
 
     tombstone: RemoveFile
     run: Composition
@@ -296,26 +296,29 @@ class Compacted:
 
 
 def compaction_runs(actions: Sequence[Action]) -> dict[str, Compacted] | None:
-    """Where each file a winning commit compacted went, if the commit is a pure compaction.
+    """Where each tagged file a winning compaction removed went; None if it is no compaction.
 
-    Pure (design §5): it removes something; every remove has ``dataChange=false`` and tags in
-    the single-run form (:func:`~rlcd.compaction.tags.parse_composition`); no add has
-    ``dataChange=true``, and every add is the output of some remove. Anything else (no tags,
-    partial tags, a rewrite that changed data) is None: a DML cannot rebase onto it.
+    A compaction (design §5) removes something and changes no data: no remove or add has
+    ``dataChange=true``. A tag is a per-source fact, so each tombstone in the single-run form
+    (:func:`~rlcd.compaction.tags.parse_composition`) gives its source's run, whatever the
+    other tombstones carry; a source without one is absent (a DML cannot follow its rows).
+    An add no tag names is allowed only while some remove is untagged (it may be those
+    sources' output); when every remove is tagged, such an add means the commit did more
+    than compact: None.
 
     Returns:
-        canonical path of each removed file -> :class:`Compacted`.
+        canonical path of each removed file with a composition -> :class:`Compacted`.
     """
     adds = {a.path: a for a in actions if isinstance(a, AddFile)}
     removes = [a for a in actions if isinstance(a, RemoveFile)]
-    if not removes or any(a.data_change for a in adds.values()):
+    changed = any(a.data_change for a in adds.values()) or any(r.data_change for r in removes)
+    if not removes or changed:
         return None
     runs: dict[str, Compacted] = {}
     for remove in removes:
-        run = parse_composition(remove, adds.keys()) if not remove.data_change else None
-        if run is None:
-            return None
-        runs[canonical_path(remove.path)] = Compacted(remove, run, adds[run.output_path])
-    if {c.run.output_path for c in runs.values()} != adds.keys():
+        run = parse_composition(remove, adds.keys())
+        if run is not None:
+            runs[canonical_path(remove.path)] = Compacted(remove, run, adds[run.output_path])
+    if len(runs) == len(removes) and {c.run.output_path for c in runs.values()} != adds.keys():
         return None
     return runs

@@ -14,11 +14,13 @@ far. :func:`apply_steps` folds the classified winner steps into it:
   as the output's deleted fraction stays at most ``max_masked_ratio``.
 
 A reconciled bin is committed with the output's DV, ``tightBounds=false`` (the bounds still
-hold, but may be wider than the live rows), ``numRecords`` the physical count, and no
-composition tags on any of its tombstones: the remaining runs no longer tile the live output,
-and a reader that cannot prove a composition must not be handed a partial one (design §2,
-``check_tiling``). An output whose every row ends up deleted is dropped; only the removes
-commit.
+hold, but may be wider than the live rows) and ``numRecords`` the physical count. A tag is a
+per-source fact, read per source (by rlcd's reverse rebase, by Databricks Runtime): each
+source still tombstoned with its read-time DV keeps its tags, since its live rows are still
+exactly the output's rows ``[o, o + P - |Dr|)``. The remapped source's tombstone carries
+``Dw``, under which that count is wrong, so it carries none; a masked source has no
+tombstone. An output whose every row ends up deleted is dropped; only the removes commit,
+untagged (there is no output to name).
 """
 
 from __future__ import annotations
@@ -225,19 +227,20 @@ def bin_actions(
 ) -> list[Action]:
     """The output's add (``dataChange=false``) and the sources' tombstones.
 
-    An untouched bin tags each tombstone with its run when the capture guard held (design §2);
-    a reconciled one carries ``output_dv`` (required when the output has deletions) and no
-    composition tags.
+    Each source tombstoned with the DV it was read with is tagged with its run when the
+    capture guard held (design §2); a remapped source's tombstone is not. A reconciled output
+    carries ``output_dv`` (required when it has deletions).
     """
     done = state.done
     if state.deleted and not state.output_dropped and output_dv is None:
         raise ValueError("a reconciled output with deletions needs its DV descriptor")
     actions: list[Action] = []
-    if done.path is not None and not state.output_dropped:
+    output = None if state.output_dropped else done.path
+    if output is not None:
         dv = output_dv if state.deleted else None
         actions.append(
             AddFile(
-                path=done.path,
+                path=output,
                 partition_values=dict(done.bin.partition_values),
                 size=done.size,
                 modification_time=done.modification_time,
@@ -247,12 +250,11 @@ def bin_actions(
                 deletion_vector=dv,
             )
         )
-    tagged_into = None if state.reconciled else done.path  # once: it scans every source
     for source in state.sources:
         if source.fate is Fate.MASKED:
             continue
         tags = None
-        if source.run is not None and tagged_into is not None:
-            tags = composition_tags(tagged_into, source.run.row_offset, source.run.physical_records)
+        if source.run is not None and source.fate is Fate.COMPACTED and output is not None:
+            tags = composition_tags(output, source.run.row_offset, source.run.physical_records)
         actions.append(source.live.tombstone(now_ms=now_ms, data_change=False, tags=tags))
     return actions

@@ -175,12 +175,16 @@ def parse_composition(remove: RemoveFile, commit_add_paths: Collection[str]) -> 
     return None
 
 
-def check_tiling(compositions: Sequence[Composition], output_rows: int) -> str | None:
-    """Check that one output's runs tile it (design §2); None if they do, else the first problem.
+def check_tiling(
+    compositions: Sequence[Composition], output_rows: int, *, complete: bool = True
+) -> str | None:
+    """Check one output's runs (design §2); None if they hold, else the first problem.
 
-    Sorted by offset (zero-length runs before a longer run at the same offset), the runs must
-    start at 0, abut, and end at ``output_rows``. Every composition must name the same output
-    and a different source.
+    Every composition must name the same output and a different source, and no two runs may
+    overlap. With ``complete`` (every source of the output is tagged) the runs must also tile
+    the output: sorted by offset (zero-length runs before a longer run at the same offset),
+    start at 0, abut, and end at ``output_rows``. Without it the rows between the runs are
+    the untagged sources' and only each run's end is checked against ``output_rows``.
 
     Raises:
         ValueError: ``output_rows`` is negative.
@@ -196,13 +200,18 @@ def check_tiling(compositions: Sequence[Composition], output_rows: int) -> str |
         if c.source_path in seen:
             return f"source {c.source_path!r} has two runs"
         seen.add(c.source_path)
-        if c.row_offset != cursor:
+        if c.row_offset < cursor or (complete and c.row_offset > cursor):
             problem = "a gap" if c.row_offset > cursor else "an overlap"
             return (
                 f"the run of {c.source_path!r} starts at row {c.row_offset}, "
-                f"expected {cursor} ({problem})"
+                f"expected {cursor if complete else f'at least {cursor}'} ({problem})"
             )
-        cursor += c.live
-    if cursor != output_rows:
+        cursor = c.row_offset + c.live
+        if not complete and cursor > output_rows:
+            return (
+                f"the run of {c.source_path!r} ends at row {cursor}, "
+                f"past the output's {output_rows} rows"
+            )
+    if complete and cursor != output_rows:
         return f"the runs cover {cursor} rows but the output has {output_rows}"
     return None

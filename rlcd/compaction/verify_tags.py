@@ -1,8 +1,15 @@
 """The tags half of ``rlcd verify``: check composition tags in the log against the data.
 
 For every JSON commit whose tombstones carry ``compactedInto``/``compactionInfo`` (written by
-rlcd or by any engine using the Databricks format), check that each output's runs tile it and
-that every source still on storage has exactly the output's rows ``[o, o + L)``, in order.
+rlcd or by any engine using the Databricks format), check that every tagged source still on
+storage has exactly the output's rows ``[o, o + L)``, in order, and that no two runs of an
+output overlap. A tag is a per-source fact: a commit may tag only some of its sources (another
+engine's, or rlcd's reconciled bin, whose remapped source is tombstoned under the winner's DV
+and whose masked source has no tombstone). Its untagged sources are counted as not checked,
+never as a failure, and the runs must tile their output (abut from row 0 and cover it) only
+when every source of that output is known to be tagged: every remove of the commit is, and
+the output was added without a DV (an output born with one is a reconciled bin's, whose
+masked sources left no tombstone).
 
 History is not the table: a VACUUM (Spark's, delta-rs') deletes the sources of old compactions,
 their DV files, and outputs compacted again since. What is gone is counted as skipped, never as
@@ -42,7 +49,9 @@ class CommitCheck:
     ``outputs_skipped`` and ``sources_skipped`` count what was removed from storage since
     (vacuumed): history, not a problem. ``sources_unchecked`` counts the sources of an output
     that is gone: nothing is left to compare them with (whether they are on storage is not
-    asked). A commit with nothing left to check is skipped.
+    asked). ``sources_untagged`` counts the removes that record no composition: nothing says
+    where their rows went, so they are not checked. A commit with nothing left to check is
+    skipped.
     """
 
     version: int
@@ -51,6 +60,7 @@ class CommitCheck:
     sources_checked: int = 0
     sources_skipped: int = 0
     sources_unchecked: int = 0
+    sources_untagged: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -164,6 +174,8 @@ async def _check_output(
     check: CommitCheck,
     output: AddFile,
     runs: Sequence[tuple[RemoveFile, Composition]],
+    *,
+    complete: bool,
 ) -> None:
     store, options = ctx.store, ctx.options
     where: dict[str, Any] = {"table": store.root, "version": check.version}
@@ -180,7 +192,7 @@ async def _check_output(
         return
     try:
         decoded = await anyio.to_thread.run_sync(lambda: DecodedSource(fetched, options, **where))
-        await _check_runs(ctx, check, output, runs, decoded, where)
+        await _check_runs(ctx, check, output, runs, decoded, where, complete=complete)
     finally:
         fetched.close()
 
@@ -220,16 +232,26 @@ async def _check_runs(
     runs: Sequence[tuple[RemoveFile, Composition]],
     decoded: DecodedSource,
     where: dict[str, Any],
+    *,
+    complete: bool,
 ) -> None:
-    """Each source against its run of the output, in the output's row order."""
+    """Each source against its run of the output, in the output's row order; the runs tile
+    the output only when ``complete`` (every source of the output is tagged)."""
     rows = decoded.physical_rows
     if output.num_records is not None and rows != output.num_records:
         check.problems.append(
             f"output {output.path} has {rows} rows, stats say {output.num_records}"
         )
-    tiling = check_tiling([c for _, c in runs], rows)
+    compositions = [c for _, c in runs]
+    tiling = check_tiling(compositions, rows, complete=complete)
     if tiling is not None:
         check.problems.append(f"output {output.path}: {tiling}")
+    claimed = sum(c.live for c in compositions)
+    if not complete and claimed < rows:
+        check.notes.append(
+            f"output {output.path}: {rows - claimed} of its {rows} rows are in no tagged run "
+            "(untagged sources): not checked"
+        )
     data = _Rows(decoded, ctx.options.target)
     for remove, comp in sorted(runs, key=lambda run: run[1].row_offset):
         if comp.row_offset < data.position:
@@ -261,24 +283,28 @@ async def _check_runs(
 async def _check_commit(
     ctx: _Context, version: int, actions: Sequence[Action]
 ) -> CommitCheck | None:
-    tagged = [a for a in actions if isinstance(a, RemoveFile) and COMPACTED_INTO in (a.tags or {})]
-    if not tagged:
+    removes = [a for a in actions if isinstance(a, RemoveFile)]
+    if not any(COMPACTED_INTO in (r.tags or {}) for r in removes):
         return None
     check = CommitCheck(version)
     adds = {a.path: a for a in actions if isinstance(a, AddFile)}
     by_output: dict[str, list[tuple[RemoveFile, Composition]]] = defaultdict(list)
-    for remove in tagged:
+    for remove in removes:
         comp = parse_composition(remove, adds.keys())
-        if comp is None:
-            # design §2: anything but the single-run form (other engines may write lists of
-            # several) records no composition; nothing to check, nothing wrong
-            check.notes.append(f"tombstone of {remove.path}: tags not in the single-run form")
-        else:
+        if comp is not None:
             by_output[comp.output_path].append((remove, comp))
+            continue
+        # design §2: no tags, or anything but the single-run form (other engines may write
+        # lists of several), records no composition; nothing to check, nothing wrong
+        check.sources_untagged += 1
+        if COMPACTED_INTO in (remove.tags or {}):
+            check.notes.append(f"tombstone of {remove.path}: tags not in the single-run form")
     for output_path, runs in by_output.items():
         check.outputs += 1
+        output = adds[output_path]
+        complete = not check.sources_untagged and output.deletion_vector is None
         try:
-            await _check_output(ctx, check, adds[output_path], runs)
+            await _check_output(ctx, check, output, runs, complete=complete)
         except RlcdError as exc:
             check.problems.append(f"output {output_path}: {exc}")
     return check

@@ -59,3 +59,18 @@ def test_a_skipped_commit_is_not_a_failure() -> None:
     report = VerifyReport("file:///t", 7, None, (check,))
     assert check.status == "skipped" and report.ok
     assert _printed(report)[-1] == "verified"
+
+
+def test_untagged_sources_are_counted_as_not_checked() -> None:
+    """A partly tagged commit verifies: its untagged sources are named as not checked, with
+    the rows of the output no tagged run claims as a note."""
+    note = "output t.parquet: 20 of its 60 rows are in no tagged run (untagged sources)"
+    check = CommitCheck(4, outputs=1, sources_checked=2, sources_untagged=1, notes=[note])
+    report = VerifyReport("file:///t", 4, None, (check,))
+    assert check.status == "ok" and report.ok
+    assert _printed(report)[-4:] == [
+        "tags: 1 tagged commit: 1 ok, 0 skipped, 0 failed",
+        "  version 4: ok: 1 outputs, 2 sources checked, 0 skipped, 1 untagged (not checked)",
+        f"    note: {note}",
+        "verified",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pyroaring import BitMap64
 
@@ -185,9 +186,17 @@ def test_a_tagged_compaction_tells_where_each_file_went() -> None:
     }
 
 
-def test_a_partly_tagged_compaction_is_not_followed() -> None:
-    """One tombstone without tags: no composition for the whole commit."""
-    assert compaction_runs(_compaction(tags=False)) is None
+def test_a_partly_tagged_compaction_gives_the_tagged_runs() -> None:
+    """A tag is a per-source fact: the tagged tombstone gives its run, the untagged one none."""
+    runs = compaction_runs(_compaction(tags=False))
+    assert runs is not None and list(runs) == ["a1.parquet"]
+    assert (runs["a1.parquet"].run.row_offset, runs["a1.parquet"].run.live) == (0, 10)
+
+
+def test_a_compaction_without_tags_gives_no_run() -> None:
+    """No tombstone tagged: a compaction, but no source can be followed."""
+    untagged = [replace(a, tags=None) if isinstance(a, RemoveFile) else a for a in _compaction()]
+    assert compaction_runs(untagged) == {}
 
 
 def test_a_data_changing_rewrite_is_not_a_compaction() -> None:
@@ -196,6 +205,15 @@ def test_a_data_changing_rewrite_is_not_a_compaction() -> None:
 
 
 def test_an_add_no_tag_names_is_not_a_compaction() -> None:
-    """An extra add no tombstone points at: the commit did more than compact."""
+    """An extra add no tombstone points at, when every tombstone is tagged: the commit did
+    more than compact. With an untagged tombstone the add may be its output."""
     extra = AddFile(path="other.parquet", size=1, data_change=False)
     assert compaction_runs([*_compaction(), extra]) is None
+    runs = compaction_runs([*_compaction(tags=False), extra])
+    assert runs is not None and list(runs) == ["a1.parquet"]
+
+
+def test_a_data_changing_add_is_not_a_compaction() -> None:
+    """An add with dataChange=true beside tagged removes: the commit changed data."""
+    extra = AddFile(path="other.parquet", size=1, data_change=True)
+    assert compaction_runs([*_compaction(tags=False), extra]) is None

@@ -21,7 +21,7 @@ from rlcd.compaction.reconcile import (
     loose_stats,
 )
 from rlcd.compaction.rewrite import RewrittenBin
-from rlcd.compaction.tags import COMPACTED_INTO
+from rlcd.compaction.tags import COMPACTED_INTO, composition_tags
 from rlcd.delta.actions import AddFile, RemoveFile
 from rlcd.delta.dv import DeletionVectorDescriptor, decode_inline_dv
 from rlcd.delta.outcome import Abort
@@ -35,6 +35,7 @@ def _add(path: str, rows: int, *deleted: int) -> AddFile:
 
 # sources: s0 10 rows (none deleted), s1 10 rows with {0, 5} deleted at read time, s2 4 rows
 S0, S1, S2 = _add("s0", 10), _add("s1", 10, 0, 5), _add("s2", 4)
+RUN_S1 = composition_tags("out", 10, 10)
 STATS = '{"numRecords":22,"minValues":{"d":12345678901234567.891},"tightBounds":true}'
 
 
@@ -103,12 +104,14 @@ def test_a_later_dv_that_drops_an_earlier_deletion_aborts() -> None:
 
 
 def test_mask_deletes_the_whole_run() -> None:
-    """A copy-on-write removal of s2 deletes its run [18, 22) and drops its tombstone."""
+    """A copy-on-write removal of s2 deletes its run [18, 22) and drops its tombstone; the
+    others keep their runs' tags (their read-time DVs, so the runs are still exact)."""
     state = apply_steps(_state(), [Mask("s2", 7)], {}, max_masked_ratio=0.5)
     assert isinstance(state, BinState)
     assert state.deleted == BitMap64(range(18, 22)) and state.masked_positions == 4
-    removed = [a.path for a in bin_actions(state, now_ms=1, output_dv=_dv(state))[1:]]
-    assert removed == ["s0", "s1"]
+    removes = bin_actions(state, now_ms=1, output_dv=_dv(state))[1:]
+    assert [r.path for r in removes] == ["s0", "s1"]
+    assert [r.tags for r in removes] == [composition_tags("out", 0, 10), RUN_S1]
 
 
 def test_mask_over_the_ceiling_aborts() -> None:
@@ -138,7 +141,8 @@ def _dv(state: BinState) -> DeletionVectorDescriptor:
 
 def test_reconciled_actions() -> None:
     """The output add keeps dataChange=false and gets the DV and loose (exact) stats; the
-    remapped source's tombstone carries the winner's DV; no tombstone is tagged."""
+    remapped source's tombstone carries the winner's DV and no tags (its run was counted
+    under Dr); the untouched sources keep their read-time DVs and their runs' tags."""
     winner = _add("s1", 10, 0, 1, 5)
     state = apply_steps(
         _state(), [Remap("s1", winner, 7)], _bitmaps(S1, winner), max_masked_ratio=1
@@ -152,7 +156,11 @@ def test_reconciled_actions() -> None:
     )
     assert [r.deletion_vector for r in removes] == [None, winner.deletion_vector, None]
     assert all(isinstance(r, RemoveFile) and not r.data_change for r in removes)
-    assert not any(COMPACTED_INTO in (r.tags or {}) for r in removes)
+    assert [r.tags for r in removes] == [
+        composition_tags("out", 0, 10),
+        None,
+        composition_tags("out", 18, 4),
+    ]
 
 
 def test_untouched_bin_keeps_tight_stats_and_tags() -> None:
@@ -170,6 +178,28 @@ def test_an_output_with_every_row_deleted_is_dropped() -> None:
     assert isinstance(state, BinState) and state.output_dropped
     actions = bin_actions(state, now_ms=1, output_dv=None)
     assert all(isinstance(a, RemoveFile) for a in actions) and len(actions) == 3
+
+
+def test_a_dropped_output_is_named_by_no_tag() -> None:
+    """Masks delete every row but s1's, and s1 was read with every row deleted (an empty
+    run): the output is dropped, and s1's tombstone names no output that is not committed."""
+    b = Bin({}, (S0, _add("s1", 2, 0, 1)), 300, purges_dvs=False, needs_footer_counts=False)
+    done = RewrittenBin(
+        bin=b,
+        key="out",
+        path="out",
+        size=50,
+        modification_time=1,
+        rows=10,
+        stats=STATS,
+        runs=(Run(0, 10),),
+        physical_rows=(10, 2),
+        offsets=(0, 10),
+    )
+    state = apply_steps(initial_state(done), [Mask("s0", 7)], {}, max_masked_ratio=1)
+    assert isinstance(state, BinState) and state.output_dropped
+    (remove,) = bin_actions(state, now_ms=1, output_dv=None)
+    assert isinstance(remove, RemoveFile) and remove.path == "s1" and remove.tags is None
 
 
 def test_loose_stats_keep_decimals_exact() -> None:

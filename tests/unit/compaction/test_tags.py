@@ -316,6 +316,26 @@ def test_tiling_reports_the_first_violation() -> None:
         check_tiling([a], -1)
 
 
+def test_runs_of_a_partly_tagged_output_may_leave_gaps_but_not_overlap() -> None:
+    """Without every source tagged, the rows between runs are the untagged sources': gaps
+    and a short cover are fine; overlaps, a run past the output's end and repeats are not."""
+
+    def run(source: str, offset: int, live: int) -> Composition:
+        return Composition(source, OUTPUT, offset, live, 0)
+
+    a, b = run("a", 2, 3), run("b", 8, 4)
+    assert check_tiling([b, a], 15, complete=False) is None
+    assert check_tiling([], 5, complete=False) is None
+    assert check_tiling([a, run("z", 5, 0), b], 12, complete=False) is None
+    assert check_tiling([a, run("b", 4, 4)], 15, complete=False) == (
+        "the run of 'b' starts at row 4, expected at least 5 (an overlap)"
+    )
+    assert check_tiling([a, b], 11, complete=False) == (
+        "the run of 'b' ends at row 12, past the output's 11 rows"
+    )
+    assert check_tiling([a, run("a", 9, 1)], 15, complete=False) == "source 'a' has two runs"
+
+
 @pytest.mark.parametrize(
     ("offset", "physical", "cardinality"), [(-1, 1, 0), (0, -1, 0), (0, 1, -1), (0, 1, 2)]
 )
