@@ -34,8 +34,9 @@ from rlcd.compaction.compact import CompactionReport, compact_table
 from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.reconcile import loose_stats
-from rlcd.compaction.verify import verify_table
-from rlcd.delta.actions import Action, AddFile, CommitInfo
+from rlcd.compaction.tags import COMPACTED_INTO
+from rlcd.compaction.verify import CommitCheck, verify_table
+from rlcd.delta.actions import Action, AddFile, CommitInfo, RemoveFile
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.load import load_snapshot, read_commit, read_deletion_vector
 from rlcd.delta.names import rlcd_file_uuid
@@ -271,14 +272,9 @@ def _ids(rows: pa.Table) -> collections.Counter[int]:
     return collections.Counter(rows.column("id").to_pylist())
 
 
-async def judge(
-    table: RaceTable, expected: Iterable[int], *, mistagged: Iterable[int] = ()
-) -> None:
-    """delta-rs, the kernel and ``rlcd verify`` agree: each expected id exactly once.
-
-    ``mistagged``: versions a test committed with inconsistent tags on purpose (a partly
-    tagged compaction), which ``rlcd verify`` must flag, and nothing else.
-    """
+async def judge(table: RaceTable, expected: Iterable[int]) -> None:
+    """delta-rs, the kernel and ``rlcd verify`` agree: each expected id exactly once, and every
+    tagged commit (partly tagged ones included) verifies."""
     want = collections.Counter(expected)
     view = table.view()
     assert _ids(pa.table(deltalake.DeltaTable(str(view)).scan().read_all())) == want
@@ -286,5 +282,20 @@ async def judge(
     async with table.store() as store:
         report = await verify_table(store)
     problems = {c.version: c.problems for c in report.commits or () if c.problems}
-    assert problems.keys() == set(mistagged), problems
+    assert not problems, problems
     assert report.files is None or not report.files.problems, report.files.problems
+
+
+async def tagged_sources(table: RaceTable) -> tuple[set[str], set[str]]:
+    """The paths of the last commit's tombstones with composition tags, and without."""
+    removes = [a for a in await last_commit(table) if isinstance(a, RemoveFile)]
+    tagged = {r.path for r in removes if COMPACTED_INTO in (r.tags or {})}
+    return tagged, {r.path for r in removes} - tagged
+
+
+async def tag_check(table: RaceTable) -> CommitCheck:
+    """``rlcd verify``'s check of the latest commit with composition tags."""
+    async with table.store() as store:
+        report = await verify_table(store, files=False)
+    assert report.commits, "no tagged commit"
+    return report.commits[-1]

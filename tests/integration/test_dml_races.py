@@ -2,8 +2,9 @@
 
 The losing delete's commit put is held until the winners committed (a real interleaving):
 a winner that left its files alone is retried past; a DV delete of other rows of the same file
-is merged onto; one deleting some of the same rows, or any rewrite of the file, is a conflict
-that commits nothing and leaves no DV file.
+is merged onto; a compaction is followed per file, onto its output where the file's tombstone
+carries its run; one deleting some of the same rows, a compaction that did not tag the file, or
+any rewrite of the file, is a conflict that commits nothing and leaves no DV file.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.integration.races import (
     in_thread,
     judge,
     rlcd_files,
+    tag_check,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -155,3 +157,74 @@ async def test_an_untagged_compaction_conflicts(make: Callable[..., RaceTable]) 
     with pytest.raises(ConcurrentModificationError, match="compaction_untagged"):
         await _losing_delete(table, 0, [1], [winner])
     await judge(table, set(ALL))
+
+
+async def _losing_deletes(
+    table: RaceTable, deletions: dict[int, Iterable[int]], holds: Iterable[Hold]
+) -> int:
+    """:func:`_losing_delete` of rows of several files, by their first ids."""
+    async with table.store() as inner:
+        snapshot = await load_snapshot(inner)
+        files = first_ids(snapshot)
+        store = HoldingStore(inner, holds)
+        paths = {files[k].path: list(p) for k, p in deletions.items()}
+        version = await delete_rows(store, snapshot, paths)  # type: ignore[arg-type]
+        assert not store.holds
+        return version
+
+
+PARTLY_TAGGED = {
+    "the tagged file": ({0: [1, 19]}, {1, 19}),
+    "an untagged file": ({ROWS: [2]}, None),
+    "both": ({0: [1], ROWS: [2]}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(PARTLY_TAGGED))
+async def test_a_partly_tagged_compaction_is_followed_per_file(
+    make: Callable[..., RaceTable], case: str
+) -> None:
+    """A Databricks compaction that tagged only its first source: a delete of that file's
+    rows moves onto the output; one touching an untagged file aborts (compaction_untagged)
+    and leaves no DV file."""
+    table = make()
+    deletions, gone = PARTLY_TAGGED[case]
+
+    async def winner() -> None:
+        await databricks_optimize(table, [0, ROWS, 2 * ROWS], tagged=1)
+
+    if gone is None:
+        with pytest.raises(ConcurrentModificationError, match="compaction_untagged"):
+            await _losing_deletes(table, deletions, [winner])
+        assert await rlcd_files(table) == set()
+    else:
+        await _losing_deletes(table, deletions, [winner])
+    await judge(table, set(ALL) - (gone or set()))
+
+
+@pytest.mark.parametrize("first_id", [0, ROWS])
+async def test_a_reconciled_compaction_is_followed_for_its_tagged_sources(
+    make: Callable[..., RaceTable], first_id: int
+) -> None:
+    """rlcd's compaction lost to a DV delete of file 1 and reconciled: file 0's tombstone keeps
+    its run, so a delete of file 0 that lost to both moves onto the output; file 1's tombstone
+    is keyed by the winner's DV, untagged, so a delete of file 1 merges onto that DV and then
+    aborts (compaction_untagged)."""
+    table = make()
+
+    async def compaction() -> None:
+        async def first() -> None:
+            await dv_delete(table, {ROWS: [3]})
+
+        report = await compact(table, [first])
+        assert [r.decision for r in report.bin_results] == ["reconciled_by_remap"]
+
+    if first_id == ROWS:
+        with pytest.raises(ConcurrentModificationError, match="compaction_untagged"):
+            await _losing_delete(table, first_id, [5], [compaction])
+        await judge(table, set(ALL) - {ROWS + 3})
+        return
+    await _losing_delete(table, first_id, [5], [compaction])
+    check = await tag_check(table)  # the compaction's
+    assert (check.sources_checked, check.sources_untagged) == (3, 1)
+    await judge(table, set(ALL) - {ROWS + 3, 5})

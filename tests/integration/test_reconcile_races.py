@@ -4,13 +4,16 @@ acceptance 1-5 and 8), on local disk and on moto's S3.
 Every test is a real interleaving: the compaction's commit put is held until the winner (rlcd's
 DV writer, or delta-rs's copy-on-write DELETE and other operations) has committed, then the
 put meets the winner's commit. The result is judged by delta-rs ``scan()``, the Delta kernel
-and ``rlcd verify``: every row expected present exactly once, deleted rows gone.
+and ``rlcd verify``: every row expected present exactly once, deleted rows gone. A reconciled
+commit keeps the composition tags of every source still tombstoned with its read-time DV and
+drops them only on the ones re-keyed to a winner's DV (a masked source has no tombstone);
+verify checks each tagged run and counts the re-keyed sources as not checked.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 import pytest
@@ -20,17 +23,21 @@ from rlcd.compaction.commit import BinAborted, BinCommitted
 from rlcd.compaction.compact import CompactionReport
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.actions import AddFile, CommitInfo, RemoveFile
+from rlcd.delta.load import load_snapshot
 from tests.integration.races import (
     ROWS,
     RaceTable,
     batch,
     compact,
     dv_delete,
+    first_ids,
     in_thread,
     judge,
     last_commit,
     rlcd_files,
     set_dv,
+    tag_check,
+    tagged_sources,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -56,6 +63,27 @@ async def _outputs(table: RaceTable) -> list[AddFile]:
     return [a for a in await last_commit(table) if isinstance(a, AddFile)]
 
 
+async def _paths(table: RaceTable) -> dict[int, str]:
+    """Each live file's path by the first id it holds."""
+    async with table.store() as store:
+        return {k: a.path for k, a in first_ids(await load_snapshot(store)).items()}
+
+
+async def _assert_tags(
+    table: RaceTable, paths: dict[int, str], kept: Iterable[int], rekeyed: Iterable[int]
+) -> None:
+    """The sources first holding ``kept`` ids keep their tags, the ``rekeyed`` ones (tombstoned
+    with a winner's DV) have none; verify checks each tagged run and not the others."""
+    tagged, untagged = await tagged_sources(table)
+    assert tagged == {paths[k] for k in kept} and untagged == {paths[k] for k in rekeyed}
+    check = await tag_check(table)
+    assert (check.status, check.sources_checked, check.sources_untagged) == (
+        "ok",
+        len(tagged),
+        len(untagged),
+    ), check
+
+
 # --- 1. a DV delete on one source ----------------------------------------------------------
 
 
@@ -63,6 +91,7 @@ async def test_loses_to_a_dv_delete(make: Callable[..., RaceTable]) -> None:
     """A DV delete of two rows of one source wins: the compaction commits with a DV on its
     output marking exactly those rows; every other row is there once."""
     table = make()
+    paths = await _paths(table)
 
     async def winner() -> None:
         await dv_delete(table, {ROWS: [2, 5]})
@@ -76,6 +105,7 @@ async def test_loses_to_a_dv_delete(make: Callable[..., RaceTable]) -> None:
     assert json.loads(output.stats or "")["tightBounds"] is False
     metrics = await _metrics(table)
     assert (metrics["numReconciledSources"], metrics["numRemappedPositions"]) == ("1", "2")
+    await _assert_tags(table, paths, [0, 2 * ROWS, 3 * ROWS], [ROWS])
     await judge(table, set(ALL) - {ROWS + 2, ROWS + 5})
 
 
@@ -89,6 +119,7 @@ async def test_read_time_dvs_shift_the_ranks(make: Callable[..., RaceTable]) -> 
     table = make()
     await dv_delete(table, {ROWS: [0, 3]})
     await set_dv(table, 2 * ROWS, range(ROWS))
+    paths = await _paths(table)
 
     async def winner() -> None:
         await dv_delete(table, {ROWS: [1, 7, 19], 3 * ROWS: [0, 4]})
@@ -101,6 +132,7 @@ async def test_read_time_dvs_shift_the_ranks(make: Callable[..., RaceTable]) -> 
     assert output.deletion_vector.cardinality == 5
     new = await rlcd_files(table) - before  # the output, its DV file, the winner's DV file
     assert {output.path, output.deletion_vector.file_path()} <= new and len(new) == 3
+    await _assert_tags(table, paths, [0, 2 * ROWS], [ROWS, 3 * ROWS])  # 2*ROWS: an empty run
     gone = {ROWS + p for p in (0, 3, 1, 7, 19)} | set(range(2 * ROWS, 3 * ROWS))
     await judge(table, set(ALL) - gone - {3 * ROWS, 3 * ROWS + 4})
 
@@ -112,6 +144,7 @@ async def test_two_winners_in_a_row(make: Callable[..., RaceTable]) -> None:
     """Two DV deletes commit before the compaction's put, on different sources and then again
     on the first one: all three sets of rows are remapped."""
     table = make()
+    paths = await _paths(table)
 
     async def winners() -> None:
         await dv_delete(table, {0: [1]})
@@ -121,6 +154,7 @@ async def test_two_winners_in_a_row(make: Callable[..., RaceTable]) -> None:
     report = await compact(table, [winners])
     assert _decisions(report) == ["reconciled_by_remap"]
     assert (await _metrics(table))["numRemappedPositions"] == "3"
+    await _assert_tags(table, paths, [ROWS, 2 * ROWS], [0, 3 * ROWS])
     await judge(table, set(ALL) - {1, 4, 3 * ROWS + 2})
 
 
@@ -129,6 +163,7 @@ async def test_a_winner_during_the_retry(make: Callable[..., RaceTable]) -> None
     rebase remaps onto the first and the third attempt lands; the DV file of the lost second
     attempt is deleted."""
     table = make()
+    paths = await _paths(table)
     before = await rlcd_files(table)
     first_rows, second_rows = [0, 2, 4, 6, 8], [9, 11]
 
@@ -146,6 +181,7 @@ async def test_a_winner_during_the_retry(make: Callable[..., RaceTable]) -> None
     written = {f for f in await rlcd_files(table) - before if "deletion_vector_" in f}
     # the two winners' DV files and the committed one: the lost attempt's is gone
     assert output.deletion_vector.file_path() in written and len(written) == 3
+    await _assert_tags(table, paths, [0, 2 * ROWS, 3 * ROWS], [ROWS])
     await judge(table, set(ALL) - {ROWS + p for p in first_rows + second_rows})
 
 
@@ -156,6 +192,7 @@ async def test_loses_to_a_copy_on_write_delete(make: Callable[..., RaceTable]) -
     """delta-rs's DELETE rewrites the source holding id 25: the compaction masks that source's
     whole run (its surviving rows live on in delta-rs's new file) and drops its tombstone."""
     table = make()
+    paths = await _paths(table)
 
     async def winner() -> None:
         await in_thread(lambda dt: dt.delete(f"id = {ROWS + 5}"), table)
@@ -166,6 +203,7 @@ async def test_loses_to_a_copy_on_write_delete(make: Callable[..., RaceTable]) -
     assert (metrics["numReconciledSources"], metrics["numMaskedPositions"]) == ("1", str(ROWS))
     removed = [a for a in await last_commit(table) if isinstance(a, RemoveFile)]
     assert len(removed) == 3
+    await _assert_tags(table, paths, [0, 2 * ROWS, 3 * ROWS], [])
     await judge(table, set(ALL) - {ROWS + 5})
 
 
@@ -173,6 +211,7 @@ async def test_loses_to_a_mixed_winner(make: Callable[..., RaceTable]) -> None:
     """One winner commit both removes a source outright (every row deleted) and updates
     another's DV: one is masked, the other remapped, in the same bin."""
     table = make()
+    paths = await _paths(table)
 
     async def winner() -> None:
         await dv_delete(table, {0: range(ROWS), 2 * ROWS: [3]})
@@ -182,6 +221,7 @@ async def test_loses_to_a_mixed_winner(make: Callable[..., RaceTable]) -> None:
     (result,) = report.bin_results
     assert isinstance(result, BinCommitted)
     assert (result.masked_sources, result.remapped_sources) == (1, 1)
+    await _assert_tags(table, paths, [ROWS, 3 * ROWS], [2 * ROWS])
     await judge(table, set(ALL) - set(range(ROWS)) - {2 * ROWS + 3})
 
 
@@ -274,6 +314,7 @@ async def test_partitioned_reconcile_stays_in_its_partition(
     """Two bins (partitions a and b): a DV delete in a and a copy-on-write DELETE in b are
     reconciled in their own bins; each output keeps its partition and its rows."""
     table = make(8, partitioned=True)
+    paths = await _paths(table)
 
     async def winner() -> None:
         await dv_delete(table, {2 * ROWS: [0, 1]})  # file 2 is in partition a
@@ -287,4 +328,6 @@ async def test_partitioned_reconcile_stays_in_its_partition(
     )
     assert outputs["b"].deletion_vector is not None
     assert outputs["b"].deletion_vector.cardinality == ROWS
+    kept = [k * ROWS for k in (0, 4, 6, 1, 5, 7)]  # 2 is re-keyed, 3 masked (no tombstone)
+    await _assert_tags(table, paths, kept, [2 * ROWS])
     await judge(table, set(range(8 * ROWS)) - {2 * ROWS, 2 * ROWS + 1, 3 * ROWS + 7})
