@@ -30,6 +30,7 @@ from rlcd.delta.load import load_snapshot
 from rlcd.errors import StorageError
 from rlcd.storage import LocalStore, open_store
 from rlcd.storage.base import ObjectMeta, ObjectStore
+from tests.integration.races import ROWS, RaceTable, databricks_optimize, local_table
 from tests.integration.tables import S3Mirror, append, batch, partitioned, with_dvs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -301,6 +302,64 @@ async def test_tags_only_and_files_only_check_their_half_alone(tmp_path: Path) -
         tags_only = await verify_table(store, files=False)
     assert files_only.ok and files_only.commits is None
     assert not tags_only.ok and tags_only.files is None
+
+
+async def test_a_partly_tagged_compaction_verifies_its_tagged_sources(
+    make: Callable[..., RaceTable],
+) -> None:
+    """Another engine's compaction that tagged two of its three sources: each tagged run is
+    checked on its own, the untagged source is reported as not checked, and the table
+    verifies (the runs need not tile an output not every source of which is tagged)."""
+    table = make()
+    version = await databricks_optimize(table, [0, ROWS, 2 * ROWS], tagged=2)
+    async with table.store() as store:
+        report = await verify_table(store)
+    (check,) = report.commits or ()
+    assert report.ok, report
+    assert (check.version, check.status, check.sources_checked, check.sources_untagged) == (
+        version,
+        "ok",
+        2,
+        1,
+    )
+    (note,) = check.notes
+    assert note.endswith(
+        f": {ROWS} of its {3 * ROWS} rows are in no tagged run (untagged sources): not checked"
+    )
+    out = io.StringIO()
+    print_verify(report, out)
+    assert "2 sources checked, 0 skipped, 1 untagged (not checked)" in out.getvalue()
+
+
+@pytest.mark.parametrize("tagged", [None, 2], ids=["every source tagged", "partly tagged"])
+async def test_a_misplaced_run_fails_whether_or_not_every_source_is_tagged(
+    tmp_path: Path, tagged: int | None
+) -> None:
+    """The second source's run moved one row on: its rows differ from the output's there,
+    partly tagged or not; only a fully tagged output must tile, so only there is the hole
+    before it a problem too."""
+    table = local_table(tmp_path)
+    version = await databricks_optimize(table, [0, ROWS, 2 * ROWS], tagged=tagged)
+
+    def shift(remove: dict[str, Any]) -> None:
+        tags = remove.get("tags") or {}
+        if (
+            "compactionInfo" in tags
+            and json.loads(tags["compactionInfo"])[0]["rowOffsetInTarget"] == ROWS
+        ):
+            tags["compactionInfo"] = json.dumps(
+                [{"rowOffsetInTarget": ROWS + 1, "sourceNumPhysicalRecords": ROWS}]
+            )
+
+    _rewrite(tmp_path, version, shift, kind="remove")
+    async with LocalStore(tmp_path) as store:
+        report = await verify_table(store, files=False)
+    (check,) = report.commits or ()
+    assert check.status == "FAILED"
+    assert any(
+        f"differs from output rows [{ROWS + 1}, {2 * ROWS + 1})" in p for p in check.problems
+    )
+    assert any("(a gap)" in p for p in check.problems) == (tagged is None), check.problems
 
 
 class _CountingStore:

@@ -64,7 +64,7 @@ def test_a_skipped_commit_is_not_a_failure() -> None:
 def test_untagged_sources_are_counted_as_not_checked() -> None:
     """A partly tagged commit verifies: its untagged sources are named as not checked, with
     the rows of the output no tagged run claims as a note."""
-    note = "output t.parquet: 20 of its 60 rows are in no tagged run (untagged sources)"
+    note = "output t.parquet: 20 of its 60 rows are in no tagged run: not checked"
     check = CommitCheck(4, outputs=1, sources_checked=2, sources_untagged=1, notes=[note])
     report = VerifyReport("file:///t", 4, None, (check,))
     assert check.status == "ok" and report.ok
