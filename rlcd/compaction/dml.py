@@ -270,7 +270,8 @@ async def delete_rows(
         runs: Mapping[str, Compacted] | None,
     ) -> Abort | None:
         """Rebase the delete of ``path`` onto what winner ``version`` did to it, in place:
-        merge onto a DV update (design §6), or move onto a pure compaction's output (§5)."""
+        merge onto a DV update (design §6), or move onto the output of a compaction whose
+        tombstone of ``path`` is tagged with its run (§5; the other tombstones do not matter)."""
         mine, (removes, adds) = by_path[path], touch
         theirs = _dv_update(mine.live, removes, adds)
         if theirs is not None:
