@@ -269,7 +269,9 @@ def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
         description="Delete the rows where a predicate is true, in one DELETE commit: each "
         "file with matches gets a deletion vector (no data file is rewritten). Losing the race "
         "to a compaction moves the deletions onto its output; to a DV delete of other rows of "
-        "the same file merges them; any other conflict exits 1 with nothing committed.",
+        "the same file merges them; to a writer that added rows (other than a blind append) "
+        "deletes the added rows the predicate matches too; any other conflict exits 1 with "
+        "nothing committed.",
         epilog=_EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -313,10 +315,17 @@ async def _delete(args: argparse.Namespace) -> int:
             print(f"  {f.path}: {count(f.rows, 'row')}")
     verb = "would delete" if args.dry_run else "deleted"
     at = f" in version {report.version}" if report.version is not None else ""
+    files = len(report.files) + len(report.concurrent)
     print(
         f"{report.table}: {verb} {count(report.rows, 'row')} in "
-        f"{count(len(report.files), 'file')}{at} ({count(report.files_read, 'data file')} read)"
+        f"{count(files, 'file')}{at} ({count(report.files_read, 'data file')} read)"
     )
+    if report.concurrent:
+        rows = sum(f.rows for f in report.concurrent)
+        print(
+            f"  {count(rows, 'row')} of them in {count(len(report.concurrent), 'file')} "
+            "another writer committed while the delete ran"
+        )
     return EXIT_OK
 
 

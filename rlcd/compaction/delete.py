@@ -7,7 +7,9 @@ the complement of its DV and no data file is read. Otherwise each remaining file
 are decoded in physical order in a worker thread (:mod:`rlcd.compaction.source`), and
 ``row_mask`` picks the matches, mapped back to physical row positions (rows its DV already
 deletes are never candidates). The positions are committed in one commit by
-:func:`rlcd.compaction.dml.delete_rows`, which rebases onto winners or refuses.
+:func:`rlcd.compaction.dml.delete_rows`, which rebases onto winners or refuses; the same
+evaluation runs on the files a winner that read the table added meanwhile, so the delete
+extends to the rows they hold that match.
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ import pyarrow as pa
 from pyroaring import AbstractBitMap64, BitMap64
 
 from rlcd.compaction.compact import rewrite_settings
-from rlcd.compaction.dml import delete_rows
+from rlcd.compaction.dml import CONCURRENT_APPEND, delete_rows
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.positions import positions_array, positions_bitmap
 from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import load_snapshot, read_deletion_vector, table_config
+from rlcd.delta.outcome import Abort
 from rlcd.delta.predicate import BoundPredicate, Predicate
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.schema import column_mapping_mode, parse_schema
-from rlcd.errors import CorruptLogError, UnsupportedFeatureError
+from rlcd.errors import CorruptLogError, RlcdError, UnsupportedFeatureError
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("FileDeletion", "DeleteReport", "bind_where", "delete_where")
@@ -45,7 +48,8 @@ class FileDeletion:
 @dataclass(frozen=True, slots=True)
 class DeleteReport:
     """What a delete did (or, with ``dry_run``, would do): the files with matches, the files
-    whose data was read, and the committed version (None when nothing was committed)."""
+    whose data was read, the committed version (None when nothing was committed), and the
+    matches in files other writers committed while the delete ran (deleted too)."""
 
     table: str
     predicate: str
@@ -53,10 +57,11 @@ class DeleteReport:
     files_read: int
     version: int | None
     dry_run: bool
+    concurrent: tuple[FileDeletion, ...] = ()
 
     @property
     def rows(self) -> int:
-        return sum(f.rows for f in self.files)
+        return sum(f.rows for f in self.files + self.concurrent)
 
 
 def bind_where(snapshot: Snapshot, where: str) -> BoundPredicate:
@@ -159,7 +164,28 @@ async def delete_where(
         if positions:
             deletions[add.path] = positions
     files = tuple(FileDeletion(path, len(p)) for path, p in deletions.items())
+    concurrent: dict[str, int] = {}
+
+    async def matcher(add: AddFile, version: int) -> AbstractBitMap64 | Abort:
+        """The rows of a file a winner added that ``bound`` matches (see delete_rows)."""
+        try:
+            if not bound.might_match(add):
+                return BitMap64()
+            positions, _ = await _file_positions(store, add, bound, options, version=version)
+        except (RlcdError, ValueError, pa.ArrowException) as exc:
+            return Abort(
+                CONCURRENT_APPEND,
+                f"version {version} added {add.path}; the condition cannot be evaluated on "
+                f"it: {exc}",
+            )
+        if positions:
+            concurrent[add.path] = len(positions)
+        return positions
+
     version = None
     if deletions and not dry_run:
-        version = await delete_rows(store, snapshot, deletions, inline=inline, predicate=where)
-    return DeleteReport(store.root, where, files, files_read, version, dry_run)
+        version = await delete_rows(
+            store, snapshot, deletions, inline=inline, predicate=where, matcher=matcher
+        )
+    extended = tuple(FileDeletion(path, rows) for path, rows in concurrent.items())
+    return DeleteReport(store.root, where, files, files_read, version, dry_run, extended)

@@ -3,13 +3,23 @@
 The DML counterpart of compaction (design §5, §6): it writes one DV file for all files it
 touches (or inline DVs), then commits ``remove(old key) + add(new DV)`` per file with
 ``dataChange=true``, through the transaction driver (:mod:`rlcd.delta.transaction`). A file
-whose every row is deleted is removed outright. Losing the race to a commit that left its files
-alone (appends, other files) is retried; to a DV delete of one of its files it merges onto the
-winner's DV when their deletions are disjoint (design §6) and conflicts when they overlap; to a
-compaction that tagged where each source's rows went (rlcd's, or any engine writing the
-Databricks tags) it moves its deletions onto the output (design §5: ``remove(T) + add(T,
-DV)``). Any other change to its files (a rewrite, an untagged compaction), or to the table's
-metadata or protocol, raises :class:`ConcurrentModificationError` after deleting the DV files
+whose every row is deleted is removed outright.
+
+Losing the race, it rebases onto each winner in turn:
+- a winner's change to one of its files: onto a DV update it merges when the deletions are
+  disjoint (design §6) and conflicts when they overlap; onto a compaction that tagged the
+  file's run (rlcd's, or any engine writing the Databricks tags) it moves its deletions onto
+  the output (design §5: ``remove(T) + add(T, DV)``); any other change (a rewrite, an untagged
+  source) conflicts;
+- the files a winner that read the table added with ``dataChange`` (an ``INSERT ... SELECT``,
+  an UPDATE's or MERGE's images, a DV re-added) may hold rows the delete's condition matches:
+  the caller's ``matcher`` finds them and the delete extends to them (the serial order is the
+  winner, then the delete). With no condition to evaluate (the positions-only API), or one that
+  cannot be evaluated on a file, it conflicts as Delta's checker does. A blind append
+  (``isBlindAppend``) is ordered after the delete (WriteSerializable): retried past;
+- a change to the table's metadata or protocol conflicts.
+
+A conflict raises :class:`ConcurrentModificationError` after deleting the DV files
 it wrote: nothing is committed.
 """
 
@@ -19,17 +29,17 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
 import structlog
-from pyroaring import BitMap64, FrozenBitMap64
+from pyroaring import AbstractBitMap64, BitMap64, FrozenBitMap64
 
 from rlcd.compaction.classify import Compacted, compaction_runs
 from rlcd.compaction.reconcile import loose_stats
 from rlcd.compaction.remap import ROW_ALREADY_DELETED, merge_same_file, reverse_rebase
-from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from rlcd.delta.coordination import ensure_put_if_absent_writers
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file
 from rlcd.delta.load import read_deletion_vector, table_config
@@ -41,12 +51,19 @@ from rlcd.delta.write import make_commit_info
 from rlcd.errors import (
     ConcurrentModificationError,
     InternalError,
+    RlcdError,
     TableError,
     UnsupportedFeatureError,
 )
 from rlcd.storage.base import AlreadyExists, ObjectStore
 
-__all__ = ("CONCURRENT_CHANGE", "COMPACTION_UNTAGGED", "delete_rows")
+__all__ = (
+    "CONCURRENT_APPEND",
+    "CONCURRENT_CHANGE",
+    "COMPACTION_UNTAGGED",
+    "Matcher",
+    "delete_rows",
+)
 
 CONCURRENT_CHANGE: Final = "concurrent_change"
 """A winner changed a file the delete touches (or the table itself) other than by a DV update
@@ -55,6 +72,16 @@ the delete can merge onto."""
 COMPACTION_UNTAGGED: Final = "compaction_untagged"
 """A compaction of one of the delete's files recorded no composition (missing or partial
 tags): where its rows went is unknown, so the delete cannot follow them (design §5)."""
+
+CONCURRENT_APPEND: Final = "concurrent_append"
+"""A winner that was not a blind append added a file whose rows the delete's condition could not
+be evaluated on (no condition given, an unreadable file, a value it cannot compare): they might
+be rows the delete would have deleted (Delta's ConcurrentAppendException)."""
+
+Matcher = Callable[[AddFile, int], Awaitable[AbstractBitMap64 | Abort]]
+"""The physical positions of the live rows of a file a winner committed at the given version
+that the delete's condition matches, or an abort naming the version and the file when the
+condition cannot be evaluated on it."""
 
 log = structlog.get_logger(__name__)
 
@@ -173,6 +200,26 @@ def _on(version: int, mine: _File, abort: Abort) -> Abort:
     return Abort(abort.reason, f"version {version} on {mine.live.path}: {abort.detail}")
 
 
+def _blind_append(actions: Sequence[Action]) -> bool:
+    """Whether the commit says it is a blind append (it read nothing) and only adds: a missing
+    ``isBlindAppend`` is not one, as for Delta's checker."""
+    return any(
+        isinstance(a, CommitInfo) and a.extra.get("isBlindAppend") is True for a in actions
+    ) and not any(isinstance(a, RemoveFile) and a.data_change for a in actions)
+
+
+def _new_data(actions: Sequence[Action], touched: Mapping[str, object]) -> list[AddFile]:
+    """The files a winner that read the table added with ``dataChange``, other than the delete's
+    own files (their changes are rebased one by one)."""
+    if _blind_append(actions):
+        return []
+    return [
+        a
+        for a in actions
+        if isinstance(a, AddFile) and a.data_change and canonical_path(a.path) not in touched
+    ]
+
+
 def _dv_update(live: AddFile, removes: list[RemoveFile], adds: list[AddFile]) -> AddFile | None:
     """The winner's new add of the file when it only updated the live file's DV, else None."""
     if len(removes) != 1 or len(adds) != 1:
@@ -190,20 +237,23 @@ async def delete_rows(
     *,
     inline: bool = False,
     predicate: str | None = None,
+    matcher: Matcher | None = None,
     now_ms: int | None = None,
     max_attempts: int = 10,
 ) -> int:
     """Delete rows, given as physical positions per file path, and commit; returns the version.
 
     ``predicate`` is the condition that chose the rows, recorded in the commit's
-    ``operationParameters`` as Spark records a DELETE's.
+    ``operationParameters`` as Spark records a DELETE's. ``matcher`` evaluates it on the files
+    a losing race's winners added (module header); without one, any such file conflicts.
 
     Raises:
         UnsupportedFeatureError: the table does not allow row deletions or new deletion
             vectors, or has writers that do not commit with put-if-absent.
         TableError: a path is not live, lacks ``numRecords``, or a position is out of range.
         ConcurrentModificationError: a winning commit changed one of the files (other than by
-            a DV update with disjoint deletions) or the table, or every attempt lost.
+            a DV update with disjoint deletions) or the table, added files the condition
+            cannot be evaluated on, or every attempt lost.
         StorageError: the store kept failing on the commit put, so whether it landed is not
             known (the DV file is kept).
     """
@@ -309,6 +359,32 @@ async def delete_rows(
         del by_path[path]
         return None
 
+    async def extend(by_path: dict[str, _File], version: int, add: AddFile) -> Abort | None:
+        """Add the rows of ``add`` (new in winner ``version``) the condition matches, in place."""
+        if matcher is None:
+            return Abort(
+                CONCURRENT_APPEND,
+                f"version {version} added {add.path} (not a blind append) and the delete has "
+                "no condition to evaluate on its rows",
+            )
+        positions = await matcher(add, version)
+        if isinstance(positions, Abort):
+            return positions
+        if not positions:
+            return None
+        if add.num_records is None:
+            return Abort(
+                CONCURRENT_APPEND,
+                f"version {version} added {add.path}, which matches, without numRecords: "
+                "no deletion vector can be added to it",
+            )
+        try:
+            dv = FrozenBitMap64(await read_deletion_vector(store, add, version=version))
+        except RlcdError as exc:
+            return Abort(CONCURRENT_APPEND, f"version {version} added {add.path}: {exc}")
+        by_path[canonical_path(add.path)] = _File(add, dv, FrozenBitMap64(dv | positions))
+        return None
+
     async def rebase(
         state: _Delete, current: Snapshot, winners: Sequence[Winner]
     ) -> _Delete | Abort:
@@ -320,6 +396,10 @@ async def delete_rows(
             runs = compaction_runs(actions) if touched else None
             for path, touch in touched.items():
                 stop = await onto(by_path, path, version, touch, runs)
+                if stop is not None:
+                    return stop
+            for add in _new_data(actions, touched):
+                stop = await extend(by_path, version, add)
                 if stop is not None:
                     return stop
         files = tuple(by_path.values())

@@ -29,10 +29,12 @@ from tests.integration.races import (
     ROWS,
     Hold,
     RaceTable,
+    batch,
     compact,
     databricks_optimize,
     dv_delete,
     in_thread,
+    insert,
     judge,
     last_commit,
     local_table,
@@ -214,3 +216,23 @@ async def test_deletes_of_one_file(side: Side, case: str) -> None:
         assert done.code == 0, done.stderr
         assert await read_version_of_last_commit(side.table) == 3
     await judge(side.table, set(ALL) - gone)
+
+
+@pytest.mark.parametrize("blind", [False, True], ids=["insert-select", "blind-append"])
+async def test_delete_losing_to_an_insert_of_a_matching_row(side: Side, blind: bool) -> None:
+    """An ``INSERT ... SELECT`` committed a row the condition matches while the delete was
+    held: the delete takes it too, and says so; after a blind append, the row stays."""
+    table = side.table
+
+    async def winner() -> None:
+        await insert(table, batch(1000, 2), blind=blind)
+
+    done = await losing_delete(side, "id IN (5, 1001)", winner)
+    assert done.code == 0, done.stderr
+    if blind:
+        assert "deleted 1 row in 1 file" in done.stdout, done.stdout
+        await judge(table, (set(ALL) | {1000, 1001}) - {5})
+    else:
+        assert "deleted 2 rows in 2 files" in done.stdout, done.stdout
+        assert "1 row of them in 1 file another writer committed" in done.stdout, done.stdout
+        await judge(table, (set(ALL) | {1000}) - {5})

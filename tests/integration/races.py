@@ -227,6 +227,48 @@ async def databricks_compact(
     return snapshot.version + 1
 
 
+async def insert(
+    table: RaceTable,
+    rows: pa.Table,
+    *,
+    blind: bool,
+    operation: str = "WRITE",
+    body: bytes | None = None,
+) -> int:
+    """Commit one new file of ``rows`` (``dataChange=true``, stats on ``id``) as an append
+    that says whether it read the table (``isBlindAppend``): an ``INSERT INTO t SELECT ...``
+    says false, a plain append true. ``body`` replaces the file's bytes (a corrupt file).
+    Returns the version: a lost race is retried on top of the winner, as the rows it writes
+    do not depend on the table here."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink)
+    data = body if body is not None else sink.getvalue().to_pybytes()
+    low, high = pc.min_max(rows.column("id")).values()
+    stats = {"numRecords": rows.num_rows, "minValues": {"id": low.as_py()}}
+    stats |= {"maxValues": {"id": high.as_py()}, "nullCount": {"id": 0}}
+    parts = {"part": rows.column("part")[0].as_py()} if "part" in rows.column_names else {}
+    folder = "".join(f"{k}={v}/" for k, v in parts.items())
+    path = f"{folder}part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    info = {"operationParameters": {"mode": "Append"}, "isBlindAppend": blind}
+    actions: list[Action] = [
+        CommitInfo(timestamp=1, operation=operation, extra=info),
+        AddFile(
+            path=path,
+            partition_values=parts,
+            size=len(data),
+            modification_time=1,
+            data_change=True,
+            stats=json.dumps(stats),
+        ),
+    ]
+    async with table.store() as store:
+        await store.put(path, data)
+        while True:  # an append commits on top of whatever won meanwhile
+            version = (await load_snapshot(store)).version + 1
+            if not isinstance(await write_commit(store, version, actions), AlreadyExists):
+                return version
+
+
 async def databricks_optimize(
     table: RaceTable, first_ids_in_order: Iterable[int], *, tagged: int | None = None
 ) -> int:

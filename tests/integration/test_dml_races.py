@@ -1,10 +1,10 @@
 """rlcd's DV delete losing its commit race (design §6), on local disk and moto's S3.
 
 The losing delete's commit put is held until the winners committed (a real interleaving):
-a winner that left its files alone is retried past; a DV delete of other rows of the same file
-is merged onto; a compaction is followed per file, onto its output where the file's tombstone
-carries its run; one deleting some of the same rows, a compaction that did not tag the file, or
-any rewrite of the file, is a conflict that commits nothing and leaves no DV file.
+a blind append is retried past; a DV delete of other rows of the same file is merged onto; a
+compaction is followed per file, onto its output where the file's tombstone carries its run; one
+deleting some of the same rows, a compaction that did not tag the file, or any rewrite of the
+file, is a conflict that commits nothing and leaves no DV file.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import pytest
-from deltalake import write_deltalake
 
 from rlcd.compaction.dml import delete_rows
 from rlcd.delta.load import load_snapshot
@@ -28,6 +27,7 @@ from tests.integration.races import (
     dv_delete,
     first_ids,
     in_thread,
+    insert,
     judge,
     rlcd_files,
     tag_check,
@@ -87,18 +87,13 @@ async def test_overlapping_deletes_conflict(make: Callable[..., RaceTable]) -> N
     await judge(table, set(ALL) - {ROWS + 1, ROWS + 2})
 
 
-async def test_an_append_is_retried_past(make: Callable[..., RaceTable]) -> None:
-    """An append that took the version leaves the delete's file alone: the retry lands."""
+async def test_a_blind_append_is_retried_past(make: Callable[..., RaceTable]) -> None:
+    """A blind append that took the version leaves the delete's file alone: the retry lands.
+    (A write that may have read the table: ``tests/integration/test_delete_new_rows.py``.)"""
     table = make()
 
     async def winner() -> None:
-        extra = batch(1000, 2)
-        await in_thread(
-            lambda _: write_deltalake(
-                table.uri, extra, mode="append", storage_options=table.storage_options
-            ),
-            table,
-        )
+        await insert(table, batch(1000, 2), blind=True)
 
     await _losing_delete(table, 0, [1], [winner])
     await judge(table, (set(ALL) | {1000, 1001}) - {1})
