@@ -208,13 +208,19 @@ def _blind_append(actions: Sequence[Action]) -> bool:
     ) and not any(isinstance(a, RemoveFile) and a.data_change for a in actions)
 
 
-def _new_data(actions: Sequence[Action], touched: Mapping[str, object]) -> list[AddFile]:
+def _new_data(
+    actions: Sequence[Action], touched: Mapping[str, object]
+) -> list[tuple[AddFile, RemoveFile | None]]:
     """The files a winner that read the table added with ``dataChange``, other than the delete's
-    own files (their changes are rebased one by one)."""
+    own files (their changes are rebased one by one), each with the winner's remove of the same
+    path if any (a DV update: see ``_only_deletes``)."""
     if _blind_append(actions):
         return []
+    removed = {
+        canonical_path(a.path): a for a in actions if isinstance(a, RemoveFile) and a.data_change
+    }
     return [
-        a
+        (a, removed.get(canonical_path(a.path)))
         for a in actions
         if isinstance(a, AddFile) and a.data_change and canonical_path(a.path) not in touched
     ]
@@ -359,6 +365,21 @@ async def delete_rows(
         del by_path[path]
         return None
 
+    async def only_deletes(version: int, add: AddFile, removed: RemoveFile | None) -> bool | Abort:
+        """Whether winner ``version`` re-added ``removed``'s file with a DV that deletes every row
+        the removed one did: it added no row, so there is nothing to evaluate. A DV that lost
+        positions (a RESTORE) brought rows back, which ``extend`` evaluates."""
+        if removed is None:
+            return False
+        if removed.dv_unique_id == add.dv_unique_id:
+            return True
+        try:
+            before = await read_deletion_vector(store, removed, version=version)
+            after = await read_deletion_vector(store, add, version=version)
+        except RlcdError as exc:
+            return Abort(CONCURRENT_APPEND, f"version {version} re-added {add.path}: {exc}")
+        return before.issubset(after)
+
     async def extend(by_path: dict[str, _File], version: int, add: AddFile) -> Abort | None:
         """Add the rows of ``add`` (new in winner ``version``) the condition matches, in place."""
         if matcher is None:
@@ -398,8 +419,11 @@ async def delete_rows(
                 stop = await onto(by_path, path, version, touch, runs)
                 if stop is not None:
                     return stop
-            for add in _new_data(actions, touched):
-                stop = await extend(by_path, version, add)
+            for add, removed in _new_data(actions, touched):
+                unchanged = await only_deletes(version, add, removed)
+                if isinstance(unchanged, Abort):
+                    return unchanged
+                stop = None if unchanged else await extend(by_path, version, add)
                 if stop is not None:
                     return stop
         files = tuple(by_path.values())

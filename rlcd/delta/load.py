@@ -21,7 +21,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from rlcd.delta.actions import Action, ActionError, AddFile, CommitInfo, Sidecar, parse_commit
+from rlcd.delta.actions import (
+    Action,
+    ActionError,
+    AddFile,
+    CommitInfo,
+    RemoveFile,
+    Sidecar,
+    parse_commit,
+)
 from rlcd.delta.checkpoint import checkpoint_actions
 from rlcd.delta.dv.codec import dv_byte_range, load_dv
 from rlcd.delta.log_path import (
@@ -375,9 +383,9 @@ async def advance_snapshot(
 
 
 async def read_deletion_vector(
-    store: ObjectStore, add: AddFile, *, version: int | None = None
+    store: ObjectStore, add: AddFile | RemoveFile, *, version: int | None = None
 ) -> BitMap64:
-    """The deleted row positions of a live file (empty when it has no DV).
+    """The deleted row positions of a file, live or tombstoned (empty when it has no DV).
 
     Raises:
         DeletionVectorError: the DV file is missing or fails a check; names table and file.

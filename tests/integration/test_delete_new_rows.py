@@ -6,7 +6,8 @@ that read the table (``isBlindAppend`` false or absent: an ``INSERT ... SELECT``
 MERGE's images) is ordered before the delete: the rows of its new files the condition matches
 are deleted too, the others stay. A blind append is ordered after it: its rows stay. Where the
 condition cannot be evaluated on a winner's file (the positions-only API, an unreadable file),
-the delete conflicts, naming the version and the file, and commits nothing.
+the delete conflicts, naming the version and the file, and commits nothing. A DV update of
+another file adds no row and needs no evaluation; a RESTORE that shrank one brings rows back.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from tests.integration.races import (
     HoldingStore,
     RaceTable,
     batch,
+    dv_delete,
     first_ids,
     in_thread,
     insert,
     judge,
     rlcd_files,
+    set_dv,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -216,3 +219,43 @@ async def test_positions_only_api_is_retried_past_a_blind_append(
         path = first_ids(snapshot)[0].path
         await delete_rows(HoldingStore(inner, [winner]), snapshot, {path: [1]})  # type: ignore[arg-type]
     await judge(table, (set(ALL) | {1000}) - {1})
+
+
+async def test_positions_only_api_is_retried_past_a_dv_delete_of_another_file(
+    make: Callable[..., RaceTable],
+) -> None:
+    """A DV update of another file re-adds it with more rows deleted, no new row: nothing to
+    evaluate, so even the positions-only delete lands."""
+    table = make()
+
+    async def winner() -> None:
+        await dv_delete(table, {ROWS: [3]})
+
+    async with table.store() as inner:
+        snapshot = await load_snapshot(inner)
+        path = first_ids(snapshot)[0].path
+        await delete_rows(HoldingStore(inner, [winner]), snapshot, {path: [1]})  # type: ignore[arg-type]
+    await judge(table, set(ALL) - {1, ROWS + 3})
+
+
+@pytest.mark.parametrize("api", ["where", "positions"])
+async def test_a_restore_bringing_rows_back(make: Callable[..., RaceTable], api: str) -> None:
+    """A RESTORE re-added another file with a smaller DV: the rows it brought back are new to
+    the delete. The one it matches is deleted; the positions-only delete conflicts."""
+    table = make()
+    await dv_delete(table, {ROWS: [3]})  # id 23 is gone when the delete reads
+
+    async def winner() -> None:
+        await set_dv(table, ROWS, [])
+
+    if api == "where":
+        report = await _losing_delete(table, "id IN (5, 23)", [winner])
+        assert [f.rows for f in report.files + report.concurrent] == [1, 1]
+        await judge(table, set(ALL) - {5, 23})
+        return
+    async with table.store() as inner:
+        snapshot = await load_snapshot(inner)
+        path = first_ids(snapshot)[0].path
+        with pytest.raises(ConcurrentModificationError, match="concurrent_append"):
+            await delete_rows(HoldingStore(inner, [winner]), snapshot, {path: [5]})  # type: ignore[arg-type]
+    await judge(table, set(ALL))
