@@ -1,4 +1,4 @@
-"""The exception tree of rlcd. A leaf module: it imports nothing from rlcd.
+"""The exception tree of rlcd. A leaf module: it imports nothing from rlcd. Pure.
 
 Split by what the caller does about it::
 
@@ -36,6 +36,7 @@ __all__ = (
     "ConfigError",
     "InternalError",
 )
+__pure__ = True
 
 
 class RlcdError(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from rlcd.compaction.policy import parse_byte_size, parse_size
 
 __all__ = ("parse_size_flag",)
+__pure__ = True
 
 
 def parse_size_flag(text: str) -> int:

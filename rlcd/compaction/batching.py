@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ("MAX_BATCH_ROWS", "BATCH_BUFFER_BYTES", "batch_rows", "footer_row_bytes", "row_bytes")
+__pure__ = True
 
 MAX_BATCH_ROWS: Final = 65_536
 BATCH_BUFFER_BYTES: Final = 2 * 1024 * 1024

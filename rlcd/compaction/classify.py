@@ -56,6 +56,7 @@ __all__ = (
     "Compacted",
     "compaction_runs",
 )
+__pure__ = True
 
 METADATA_CHANGED: Final = "metadata_changed"
 PROTOCOL_CHANGED: Final = "protocol_changed"

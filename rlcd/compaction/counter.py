@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ("Run", "BatchCounter", "guard_offsets")
+__pure__ = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Per-column Parquet encodings for a bin's output, chosen from what the bin's data shows.
+"""Per-column Parquet encodings for a bin's output, chosen from what the bin's data shows. Pure.
 
 pyarrow's writer tries a dictionary on every column and abandons it once it outgrows the
 dictionary page limit: on high-cardinality columns (ids, amounts, timestamps) it builds a
@@ -65,6 +65,7 @@ __all__ = (
     "leaf_paths",
     "trial_encoded_bytes",
 )
+__pure__ = True
 
 DICTIONARY: Final = "RLE_DICTIONARY"
 PLAIN: Final = "PLAIN"

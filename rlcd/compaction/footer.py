@@ -1,5 +1,6 @@
 """A Parquet file's footer on its own: where it lies in the file's tail, and parsed without the
-file's data (verify reads only a file's tail; source reading renames one key in a copy)."""
+file's data (verify reads only a file's tail; source reading renames one key in a copy).
+Pure: bytes in, the caller reads them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ("MAGIC", "footer_span", "parse_footer")
+__pure__ = True
 
 MAGIC: Final = b"PAR1"
 

@@ -44,6 +44,7 @@ __all__ = (
     "referenced",
     "unreferenced",
 )
+__pure__ = True
 
 DEFAULT_GRACE_S = 3600.0
 """How old a leftover must be before it is removed: one hour."""

@@ -70,6 +70,7 @@ from rlcd.delta.schema import ColumnMappingMode, parse_schema
 from rlcd.errors import ConfigError, CorruptLogError, InternalError
 
 __all__ = ("Bin", "plan_bins")
+__pure__ = True
 
 _BIN_ID_HEX: Final = 16
 

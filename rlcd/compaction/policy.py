@@ -58,6 +58,7 @@ __all__ = (
     "parse_duration",
     "effective_policy",
 )
+__pure__ = True
 
 MIB: Final = 1024 * 1024
 DEFAULT_TARGET_FILE_SIZE: Final = 128 * MIB

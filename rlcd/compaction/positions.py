@@ -17,6 +17,7 @@ from pyroaring import AbstractBitMap64, BitMap, FrozenBitMap64
 from rlcd.compaction import kernels
 
 __all__ = ("DeletedRows", "positions_array", "positions_bitmap")
+__pure__ = True
 
 _MAX_32: Final = 2**32 - 1
 _ONE_BUCKET: Final = struct.pack("<QI", 1, 0)  # 64-bit portable: one bucket, key 0

@@ -57,6 +57,7 @@ __all__ = (
     "bin_actions",
     "loose_stats",
 )
+__pure__ = True
 
 COMPOSITION_UNKNOWN: Final = "composition_unknown"
 """The capture guard did not prove where the source's rows are: nothing can be remapped."""

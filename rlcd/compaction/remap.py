@@ -45,6 +45,7 @@ __all__ = (
     "reverse_rebase",
     "merge_same_file",
 )
+__pure__ = True
 
 DV_RESTORED: Final = "dv_restored"
 """The winner's DV lacks a position the reader's DV had: rows came back (a RESTORE)."""

@@ -53,7 +53,6 @@ from rlcd.compaction.source import (
     FetchedSource,
     ReadOptions,
     fetch_source,
-    memory_pool,
 )
 from rlcd.compaction.split_writer import SplitWriter
 from rlcd.compaction.stats import StatsAccumulator, StatsSpec
@@ -845,7 +844,6 @@ async def _rewrite(
     slot: _Slot,
     split: bool,
 ) -> RewrittenBin:
-    memory_pool()  # from here on, Arrow allocates in the rewrite's pool
     key = output_key(bin, settings.partition_columns, settings.codec)
     fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
         # the decode stage holds one source and the fetch task one more while it waits to

@@ -10,7 +10,6 @@ file objects: pyarrow can abort at exit after reading those, see pitfalls).
 
 from __future__ import annotations
 
-import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -41,33 +40,9 @@ __all__ = (
     "fetch_source",
     "conform_batch",
     "SchemaMismatchError",
-    "memory_pool",
 )
 
 _SPILL_CHUNK = 8 * 1024 * 1024
-
-
-@functools.cache
-def memory_pool() -> pa.MemoryPool:
-    """The Arrow memory pool rewrites decode and encode in: jemalloc where pyarrow has it,
-    made pyarrow's default on first use (else pyarrow's default stays).
-
-    pyarrow's default pool is the one its Parquet reader builds arrays in, its writer converts
-    in, and compute functions use; it has to be the default because ``ParquetFile`` takes no
-    pool. A rewrite allocates and frees tens of MiB per row group, in a split bin in one
-    thread what another allocated. On the bench table mimalloc, pyarrow's usual default, used
-    ~8% more CPU (it faults freed memory in afresh) or peaked higher; jemalloc reuses freed
-    memory, also across threads, and returns what stays unused to the system in the
-    background, so rlcd never purges it itself (that cost ~6% CPU for no lower peak). The
-    ``rlcd`` command also makes jemalloc the C++ default, for the reader's and writer's own
-    buffers (see :mod:`rlcd.cli.process`).
-    """
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:  # a pyarrow built without jemalloc (e.g. some macOS wheels)
-        return pa.default_memory_pool()
-    pa.set_memory_pool(pool)
-    return pool
 
 
 @dataclass(frozen=True, slots=True)

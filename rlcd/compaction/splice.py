@@ -39,6 +39,7 @@ from rlcd.compaction.thrift import (
 )
 
 __all__ = ("SplicedFile",)
+__pure__ = True
 
 # Parquet's thrift field ids (parquet.thrift)
 _FILE_NUM_ROWS: Final = 3

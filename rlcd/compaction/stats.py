@@ -106,6 +106,7 @@ __all__ = (
     "truncate_min_string",
     "truncate_max_string",
 )
+__pure__ = True
 
 STATS_COLUMNS_KEY: Final = "delta.dataSkippingStatsColumns"
 NUM_INDEXED_COLS_KEY: Final = "delta.dataSkippingNumIndexedCols"

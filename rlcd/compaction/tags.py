@@ -35,6 +35,7 @@ __all__ = (
     "parse_composition",
     "check_tiling",
 )
+__pure__ = True
 
 OPTIMIZE_TARGET_SIZE: Final = "OPTIMIZE_TARGET_SIZE"
 """The add tag Spark and Databricks put on OPTIMIZE outputs: the target size they were made for."""

@@ -24,6 +24,7 @@ __all__ = (
     "read_integer",
     "struct_list",
 )
+__pure__ = True
 
 STOP: Final = 0
 TRUE: Final = 1

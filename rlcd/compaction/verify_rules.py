@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from rlcd.delta.actions import AddFile
 
 __all__ = ("FileProblem", "FileObservation", "FilesCheck", "file_problems")
+__pure__ = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ __all__ = (
     "DUE_REASONS",
     "backoff_s",
 )
+__pure__ = True
 
 DUE_REASONS = ("small_files", "small_bytes", "dv_purge")
 """Why a table is due, in the order they are checked."""

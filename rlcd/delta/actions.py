@@ -36,6 +36,7 @@ __all__ = (
     "action_to_json",
     "serialize_commit",
 )
+__pure__ = True
 
 
 class ActionError(ValueError):

@@ -18,6 +18,7 @@ from rlcd.delta.actions import Action, ActionError, parse_action
 from rlcd.delta.stats_json import stats_json
 
 __all__ = ("checkpoint_actions",)
+__pure__ = True
 
 _ACTION_COLUMNS = (
     "protocol",

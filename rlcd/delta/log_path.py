@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = ("LogKind", "LogPath", "commit_name", "LOG_DIR", "LAST_CHECKPOINT", "SIDECAR_DIR")
+__pure__ = True
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"

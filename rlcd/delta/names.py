@@ -22,6 +22,7 @@ __all__ = (
     "dv_file_name",
     "rlcd_file_uuid",
 )
+__pure__ = True
 
 RLCD_MARK = 0x726C6364  # b"rlcd"
 _VERSION = 8

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ("Abort",)
+__pure__ = True
 
 _CODE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 

@@ -56,6 +56,7 @@ __all__ = (
     "decode_uri_path",
     "object_key",
 )
+__pure__ = True
 
 PartitionValue: TypeAlias = bool | int | float | Decimal | str | bytes | date | datetime | None
 

@@ -138,6 +138,7 @@ __all__ = (
     "BoundExpr",
     "BoundPredicate",
 )
+__pure__ = True
 
 
 class PredicateError(ConfigError):

@@ -19,6 +19,7 @@ __all__ = (
     "WRITABLE_FEATURES",
     "TableConfig",
 )
+__pure__ = True
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7

@@ -25,6 +25,7 @@ from rlcd.delta.actions import (
 from rlcd.errors import CorruptLogError
 
 __all__ = ("Snapshot", "replay", "canonical_path")
+__pure__ = True
 
 
 def canonical_path(path: str) -> str:

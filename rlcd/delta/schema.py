@@ -82,6 +82,7 @@ __all__ = (
     "to_arrow_schema",
     "cast_compatible",
 )
+__pure__ = True
 
 COLUMN_MAPPING_MODE_KEY: Final = "delta.columnMapping.mode"
 PHYSICAL_NAME_KEY: Final = "delta.columnMapping.physicalName"

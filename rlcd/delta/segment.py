@@ -16,6 +16,7 @@ from rlcd.delta.log_path import LogKind, LogPath
 from rlcd.errors import CorruptLogError
 
 __all__ = ("LogSegment", "build_segment")
+__pure__ = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = ("stats_json",)
+__pure__ = True
 
 
 def stats_json(value: Any, *, engine_floats: bool = False) -> str:

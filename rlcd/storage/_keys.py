@@ -10,6 +10,7 @@ from __future__ import annotations
 from rlcd.errors import StorageError
 
 __all__ = ("check_key", "check_prefix", "check_range")
+__pure__ = True
 
 _BAD_SEGMENTS = frozenset({"", ".", ".."})
 

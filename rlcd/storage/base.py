@@ -1,4 +1,5 @@
-"""The object-store contract every backend implements, and the values it returns.
+"""The object-store contract every backend implements, and the values it returns. Pure: it
+declares, the backends do the IO.
 
 A store is rooted at one location (an S3 bucket and prefix, or a local directory); keys are
 ``/``-separated paths relative to that root, never starting with ``/``. Every backend refuses a
@@ -25,6 +26,7 @@ __all__ = (
     "MIN_PART_SIZE",
     "PendingUpload",
 )
+__pure__ = True
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 """S3's smallest multipart part (all but the last)."""

@@ -21,6 +21,7 @@ from functools import lru_cache
 from urllib.parse import quote
 
 __all__ = ("SigningKey", "sign", "canonical_query", "quote_key", "UNSIGNED_PAYLOAD")
+__pure__ = True
 
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 _ALGORITHM = "AWS4-HMAC-SHA256"

@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlsplit
 from rlcd.errors import ConfigError
 
 __all__ = ("TableUri",)
+__pure__ = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,6 +151,33 @@ def test_the_command_runs_arrow_on_jemalloc_unless_told_otherwise(
     assert done.stdout.strip() == pool
 
 
+def test_the_commands_compaction_allocates_in_jemalloc(tmp_path: Path) -> None:
+    """In the command's process a compaction runs on the pool chosen at start-up: pyarrow's
+    default stays jemalloc, and jemalloc is where the rewrite's memory came from."""
+    pa = pytest.importorskip("pyarrow")
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow is built without jemalloc")
+    partitioned(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    probe = (
+        "import anyio, pyarrow as pa\n"
+        "from rlcd.compaction.compact import compact_table\n"
+        "from rlcd.compaction.policy import CompactionPolicy\n"
+        "from rlcd.storage import LocalStore\n"
+        "async def compact():\n"
+        f"    async with LocalStore({str(tmp_path)!r}) as store:\n"
+        "        return await compact_table(store, CompactionPolicy())\n"
+        "report = anyio.run(compact)\n"
+        "assert report.committed and not report.failed, report\n"
+        "print(pa.default_memory_pool().backend_name, pa.jemalloc_memory_pool().max_memory() > 0)"
+    )
+    done = in_command(probe, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1].split() == ["jemalloc", "True"]  # after the log lines
+
+
 def test_the_command_loads_no_numpy() -> None:
     """pyarrow, which imports numpy whenever it is installed (it is, here: the tests use it),
     loads without it in the command's process and works; numpy's import raises there."""

@@ -32,6 +32,7 @@ from tests.integration.tables import (
     delta_rs_rows,
     kernel_rows,
     live_files,
+    partitioned,
     rows_of,
 )
 
@@ -202,6 +203,23 @@ async def test_s3_table_with_dynamodb_writers_is_refused(
     assert temp in str(info.value) and info.value.features == ("externalCommitCoordination",)
     copy = mirror.download("tables/t", tmp_path / "after")
     assert not [p for p in copy.rglob("*.parquet") if p.name.endswith(".zstd.parquet")]
+
+
+async def test_the_callers_memory_pool_is_kept(tmp_path: Path) -> None:
+    """A program calling the compaction as a library keeps the Arrow memory pool it chose: the
+    compaction sets no process-wide pool (the command chooses one at start, rlcd.cli.process)."""
+    import pyarrow as pa
+
+    partitioned(tmp_path)
+    chosen = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        async with LocalStore(tmp_path) as store:
+            report = await compact_table(store, POLICY)
+        assert report.committed and not report.failed
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(chosen)
 
 
 async def test_more_bins_at_once_than_anyio_has_threads(tmp_path: Path) -> None:

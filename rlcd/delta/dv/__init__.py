@@ -44,3 +44,4 @@ __all__ = (
     "z85_encode",
     "z85_decode",
 )
+__pure__ = True

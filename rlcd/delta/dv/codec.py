@@ -69,6 +69,7 @@ __all__ = (
     "dv_byte_range",
     "load_dv",
 )
+__pure__ = True
 
 PORTABLE_MAGIC: Final = 1681511377
 """RoaringBitmapArray "portable" format: the only one in the spec (§3.5)."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyroaring import AbstractBitMap64
 
 __all__ = ("DeletionVectorDescriptor",)
+__pure__ = True
 
 _STORAGE_TYPES: Final = ("u", "i", "p")
 _JSON_KEYS: Final = ("storageType", "pathOrInlineDv", "offset", "sizeInBytes", "cardinality")

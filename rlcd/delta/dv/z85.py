@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 __all__ = ("ALPHABET", "z85_decode", "z85_encode")
+__pure__ = True
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 """The 85 ZeroMQ Z85 characters, digit value = index."""
