@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyarrow._compute import (  # type: ignore[import-untyped]
+from pyarrow._compute import (
     CastOptions,
     ScatterOptions,
     SearchSortedOptions,

@@ -159,13 +159,13 @@ class RewrittenBin:
     target_file_size: int | None = None
 
 
-def output_key(bin: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
+def output_key(bin_: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
     """A fresh, never reused key in the bin's partition directory, named like Spark's files
     but recognisable as rlcd's (:mod:`rlcd.delta.names`)."""
     name = data_file_name(_EXTENSIONS[codec], os.urandom(16))
     if not partition_columns:
         return name
-    return f"{partition_dir(bin.partition_values, partition_columns)}/{name}"
+    return f"{partition_dir(bin_.partition_values, partition_columns)}/{name}"
 
 
 def parquet_writer(
@@ -418,7 +418,7 @@ class _Encoder:
 
 async def _prefetch(
     store: ObjectStore,
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     send: MemoryObjectSendStream[FetchedSource],
     fetched: list[FetchedSource],
@@ -429,7 +429,7 @@ async def _prefetch(
     decode thread, waiting for a source that will not come, stops (the failure is reported by
     this task, or the cancellation by the bin)."""
     with send:
-        for add in bin.sources:
+        for add in bin_.sources:
             source = await fetch_source(store, add, settings.read, version=settings.version)
             fetched.append(source)
             await send.send(source)
@@ -580,7 +580,7 @@ class _Handoff:
 
 
 def _items(
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     sources: ObjectReceiveStream[FetchedSource],
     stats: StatsAccumulator,
@@ -593,7 +593,7 @@ def _items(
         _Aborted: the fetch task ended early (it reports its own failure or cancellation).
     """
     width = 0.0  # bytes a row of the widest buffer, as seen on the bin's sources so far
-    for index in range(len(bin.sources)):
+    for index in range(len(bin_.sources)):
         try:
             fetched = anyio.from_thread.run(sources.receive)
         except anyio.EndOfStream:
@@ -613,7 +613,7 @@ def _items(
 
 
 def _decode(
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     sources: ObjectReceiveStream[FetchedSource],
     handoff: _Handoff,
@@ -622,7 +622,7 @@ def _decode(
     """The decode stage of a split bin, in one worker thread for the whole bin: every item of
     :func:`_items` into the handoff (the stats are computed here rather than on the encode
     side, to balance the stages)."""
-    with contextlib.closing(_items(bin, settings, sources, stats)) as items:
+    with contextlib.closing(_items(bin_, settings, sources, stats)) as items:
         _pass_on(items, handoff)
 
 
@@ -645,7 +645,7 @@ def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
 
 
 def _decode_and_encode(
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     sources: ObjectReceiveStream[FetchedSource],
     handoff: _Handoff,
@@ -659,7 +659,7 @@ def _decode_and_encode(
     they no longer do (:meth:`_Handoff.split_late`, asked at each item), ``encode_apart``
     starts the encode stage in a thread of its own, which takes the encoder over, and this one
     goes on as the decode stage."""
-    with contextlib.closing(_items(bin, settings, sources, stats)) as decoded:
+    with contextlib.closing(_items(bin_, settings, sources, stats)) as decoded:
         apart: list[_Item] = []  # the first item for the encode stage, once it is apart
 
         def until_apart() -> Iterator[_Item]:
@@ -784,7 +784,7 @@ def _open_output(store: ObjectStore, key: str) -> tuple[ObjectWriter, FileWriter
 
 async def rewrite_bin(
     store: ObjectStore,
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     *,
     limiter: anyio.CapacityLimiter | None = None,
@@ -821,7 +821,7 @@ async def rewrite_bin(
             shares._start(handoff, 2 if split else 1)
         if on_start is not None:
             on_start()
-        return await _rewrite(store, bin, settings, handoff, slot, split)
+        return await _rewrite(store, bin_, settings, handoff, slot, split)
     except BaseExceptionGroup as group:
         raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
     finally:
@@ -839,14 +839,14 @@ def _primary_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 async def _rewrite(
     store: ObjectStore,
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     handoff: _Handoff,
     slot: _Slot,
     split: bool,
 ) -> RewrittenBin:
     memory_pool()  # from here on, Arrow allocates in the rewrite's pool
-    key = output_key(bin, settings.partition_columns, settings.codec)
+    key = output_key(bin_, settings.partition_columns, settings.codec)
     fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
         # the decode stage holds one source and the fetch task one more while it waits to
         # hand it over: the stream buffers the rest of ``prefetch``
@@ -867,17 +867,17 @@ async def _rewrite(
                 async with anyio.create_task_group() as tg:
                     if not local:
                         tg.start_soon(_upload, chunk_receive, writer)
-                    tg.start_soon(_prefetch, store, bin, settings, fetch_send, fetched)
+                    tg.start_soon(_prefetch, store, bin_, settings, fetch_send, fetched)
                     tg.start_soon(_abort_when_cancelled, handoff, watch)
                     try:
                         if split:
-                            decode = (bin, settings, fetch_receive, handoff, stats)
+                            decode = (bin_, settings, fetch_receive, handoff, stats)
                             tg.start_soon(_stage, _decode, decode, slot.release)
                             await _stage(_encode, (encoder, handoff))
                         else:
-                            both = (bin, settings, fetch_receive, handoff, encoder, stats)
+                            both = (bin_, settings, fetch_receive, handoff, encoder, stats)
                             await _one_thread(
-                                both, encoder, handoff, table=settings.table, bin=bin.bin_id
+                                both, encoder, handoff, table=settings.table, bin=bin_.bin_id
                             )
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
@@ -887,19 +887,19 @@ async def _rewrite(
                     source.close()
             if not encoder.closed:  # a stage stopped early: the bin was cancelled
                 await anyio.lowlevel.checkpoint_if_cancelled()
-                raise RuntimeError(f"rewrite of bin {bin.bin_id} stopped early")
+                raise RuntimeError(f"rewrite of bin {bin_.bin_id} stopped early")
             # every task is done: every byte is written
             rows = encoder.rows
             meta = await writer.complete() if rows else None
             if meta is None:
                 await writer.abort()
     physical = tuple(encoder.physical)
-    live = [p - s.deleted_rows for p, s in zip(physical, bin.sources, strict=True)]
+    live = [p - s.deleted_rows for p, s in zip(physical, bin_.sources, strict=True)]
     offsets = guard_offsets(encoder.counter.runs, live)
     if meta is None:
-        return RewrittenBin(bin, None, None, 0, 0, 0, None, encoder.counter.runs, physical, None)
+        return RewrittenBin(bin_, None, None, 0, 0, 0, None, encoder.counter.runs, physical, None)
     return RewrittenBin(
-        bin=bin,
+        bin=bin_,
         key=key,
         path=encode_uri_path(key),
         size=meta.size,

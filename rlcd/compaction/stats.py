@@ -76,7 +76,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
-import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow as pa
 
 from rlcd.compaction import kernels
 from rlcd.delta.schema import (
@@ -396,7 +396,7 @@ def _is_string(t: Any) -> bool:
 
 
 _ARROW_TYPE_OK: Final[Mapping[StatKind, Callable[[Any], bool]]] = {
-    StatKind.NULL_COUNT: lambda t: True,
+    StatKind.NULL_COUNT: lambda _t: True,
     StatKind.INTEGER: pa.types.is_integer,
     StatKind.FLOAT: _is_float,
     StatKind.DECIMAL: pa.types.is_decimal,

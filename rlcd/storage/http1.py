@@ -203,7 +203,7 @@ class _Exchange(asyncio.BufferedProtocol):
             self._drained.set_result(None)
             self._drained = None
 
-    def get_buffer(self, sizehint: int) -> memoryview:
+    def get_buffer(self, _sizehint: int) -> memoryview:
         if self._framing == "length":
             return memoryview(self._body)[self._filled :]
         return memoryview(self._scratch)

@@ -56,9 +56,9 @@ from xml.etree import ElementTree
 import aiohttp
 import aiohttp.payload
 import anyio.to_thread
-from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
-from aiobotocore.session import AioSession  # type: ignore[import-untyped]
-from botocore.exceptions import (  # type: ignore[import-untyped]
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession
+from botocore.exceptions import (
     BotoCoreError,
     ChecksumError,
     ClientError,
@@ -69,8 +69,8 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
     SSLError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.loaders import JSONFileLoader, Loader, create_loader  # type: ignore[import-untyped]
-from botocore.utils import parse_timestamp  # type: ignore[import-untyped]
+from botocore.loaders import JSONFileLoader, Loader, create_loader
+from botocore.utils import parse_timestamp
 
 from rlcd.errors import (
     ConfigError,
