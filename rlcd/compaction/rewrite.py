@@ -85,11 +85,9 @@ ROW_GROUP_BYTES = 8 * 1024 * 1024
 """A row group is written once it holds this many bytes of Arrow data, even if it has fewer
 rows than the policy's ``row_group_rows``: this bounds the rows a bin holds in memory.
 pyarrow encodes a row group from Arrow data, so each bin holds this much (a lone bin about
-three times as much, see :class:`BinShares`). Against 32 MiB, measured side by side
-(``bench/compact.py``): peak RSS 266 -> 176 MiB on the bench table, 364 -> 298 on the skewed
-one, 270 -> 185 on the fixture one, with throughput within noise and files at most 0.3%
-larger (16% on the fixture table, still a quarter of delta-rs'). The row groups (a few
-hundred thousand rows) are still larger than DuckDB's or polars' defaults."""
+three times as much, see :class:`BinShares`). Larger row groups raised the peak RSS without
+raising throughput (docs/performance.md). The row groups (a few hundred thousand rows) are
+still larger than DuckDB's or polars' defaults."""
 GROWN_ROW_GROUP_BYTES = 64 * 1024 * 1024
 """The row groups of a file whose widest column takes a dictionary only in row groups this
 large (:func:`rlcd.compaction.encodings.plan_file`): values of a few hundred bytes drawn from
@@ -99,11 +97,8 @@ group's values, so it adds no more than the row group does."""
 MAX_HANDOFF_BYTES = ROW_GROUP_BYTES
 """The most a bin's stages hold between them, also when it takes over finished bins' shares:
 room for the decoder to decode one row group's worth while the encoder writes one, which is
-what keeps both stages busy. More bought nothing measurable: on the fixture table (a lone bin
-whose sources decode into 6.8 MiB batches) 16 MiB peaked at 154 MiB of RSS against 146 MiB,
-at the same throughput (0.99x, 6 alternating pairs; bench table 1.01x, skewed 1.08x), and
-34 MiB at 187 MiB. Less stalls the decoder: 4 MiB cost the fixture table 25% of its wall
-time."""
+what keeps both stages busy. More only raised the peak RSS; less stalls the decoder
+(docs/performance.md)."""
 _EXTENSIONS = {
     "zstd": "zstd",
     "snappy": "snappy",
@@ -127,8 +122,8 @@ class RewriteSettings:
     prefetch: int = 2
     # Dictionary-encode a column chunk only while its dictionary stays small. With pyarrow's
     # 1 MiB default, high-cardinality columns (ids, timestamps, amounts) build a dictionary
-    # that is then abandoned for plain encoding: on the bench table 64 KiB writes ~20% faster
-    # and ~15% smaller files, while low-cardinality columns keep their dictionaries.
+    # that is then abandoned for plain encoding, costing time and bytes; a small limit keeps
+    # the dictionaries of low-cardinality columns only.
     dictionary_page_limit: int = SMALL_DICTIONARY
     # "adaptive": per-column encodings chosen from the bin's data (rlcd.compaction.encodings);
     # "conservative": a dictionary on every column while it stays small, as above
@@ -184,7 +179,7 @@ def parquet_writer(
     20,000 rows: each page is compressed with a codec context of its own, and on columns of
     small values (dictionary indices, booleans, nested levels) those many small pages cost more
     to set up than to compress. Without, the writer stays the one rlcd had before (there, long
-    pages made the bench table's output 18% larger, where dictionaries outgrow their limit)."""
+    pages made outputs larger, where dictionaries outgrow their limit)."""
     return pq.ParquetWriter(
         where,
         settings.read.target if schema is None else schema,

@@ -55,10 +55,10 @@ def memory_pool() -> pa.MemoryPool:
     pyarrow's default pool is the one its Parquet reader builds arrays in, its writer converts
     in, and compute functions use; it has to be the default because ``ParquetFile`` takes no
     pool. A rewrite allocates and frees tens of MiB per row group, in a split bin in one
-    thread what another allocated. On the bench table mimalloc, pyarrow's usual default, used
-    ~8% more CPU (it faults freed memory in afresh) or peaked higher; jemalloc reuses freed
-    memory, also across threads, and returns what stays unused to the system in the
-    background, so rlcd never purges it itself (that cost ~6% CPU for no lower peak). The
+    thread what another allocated. mimalloc, pyarrow's usual default, faults freed memory in
+    afresh; jemalloc reuses freed memory, also across threads, and returns what stays unused
+    to the system in the background, so rlcd never purges it itself (that costs CPU for no
+    lower peak). The
     ``rlcd`` command also makes jemalloc the C++ default, for the reader's and writer's own
     buffers (see :mod:`rlcd.cli.process`).
     """
@@ -209,7 +209,7 @@ class DecodedSource:
         try:
             for batch in self._parquet.iter_batches(
                 # decoded in this (the decode stage's) thread: the bin's pipeline already keeps
-                # the cores busy, and Arrow's pool threads would add ~7% CPU for nothing
+                # the cores busy, and Arrow's pool threads would add CPU for nothing
                 batch_size=rows,
                 use_threads=False,
             ):
@@ -244,7 +244,7 @@ def footer_without_arrow_schema(handle: pa.NativeFile) -> pq.FileMetaData | None
 
     pyarrow decodes a file into the types its stored Arrow schema names, such as delta-rs'
     ``string_view`` and ``binary_view``, which then need a cast to the table's ``string`` and
-    ``binary``: decoding and casting cost ~10% more than decoding into them directly. The
+    ``binary``: decoding and casting costs more than decoding into them directly. The
     Parquet schema alone (logical types, field ids) maps to every type a Delta table has. The
     key is renamed in a copy of the footer's bytes, same length, so every offset holds, and the
     copy is parsed instead of the footer (once, as the plain open would). The key-value list
@@ -392,7 +392,7 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool
     A file with the table's columns in the table's order, whose types differ at most by what
     :func:`~rlcd.delta.schema.cast_compatible` allows at the leaves (e.g. the ``string_view``
     that delta-rs stores), is cast by Arrow in one call: the same values as the column-by-column
-    way, at a third of its CPU on nested data.
+    way, at a fraction of its CPU on nested data.
 
     Raises:
         SchemaMismatchError: a column's type in the file is not one the table's type reads, or
