@@ -35,7 +35,7 @@ is stolen wall time follows CPU time, and the throughput ratio follows the CPU r
 
 ``--evict-libraries`` first drops the environment's shared libraries from the page cache, so
 that peak RSS counts their pages as read back from disk rather than as ``pip install`` wrote
-them (see the README: ~20 MiB of difference for pyarrow).
+them (see docs/performance.md).
 
 ``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (of
 ``--shape``, one commit) as a single bin with rlcd, and reports its peak RSS per size.
@@ -367,8 +367,8 @@ def _import_rss_mib(name: str, s3: bool) -> float:
 def evict_libraries() -> tuple[int, int]:
     """Drop the shared libraries of this interpreter's environment from the page cache (after
     writing back any dirty pages), so that every contender maps them as read back from disk,
-    as after a reboot, instead of as ``pip install`` wrote them (see the README). Returns the
-    files and bytes dropped; nothing on systems without ``posix_fadvise``."""
+    as after a reboot, instead of as ``pip install`` wrote them (see docs/performance.md).
+    Returns the files and bytes dropped; nothing on systems without ``posix_fadvise``."""
     if not hasattr(os, "posix_fadvise"):
         return 0, 0
     files = dropped = 0
@@ -391,7 +391,8 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
         files, dropped = evict_libraries()
         print(f"dropped {files} shared libraries ({dropped / 2**20:.0f} MiB) from the page cache")
     # the shared libraries' pages in RSS depend on how the page cache holds their files (just
-    # installed or read back from disk: see the README), so each run shows what they weigh
+    # installed or read back from disk: see docs/performance.md), so each run shows what they
+    # weigh
     imports = {c: _import_rss_mib(c, args.s3) for c in contenders}
     print(
         "peak RSS of the imports alone: "

@@ -7,9 +7,9 @@ a network with that much delay to the store). Requests are counted by moto's req
 (werkzeug logs one line per request), so both contenders are counted the same way.
 
 moto's server (werkzeug) closes the connection after every response, so here each request of
-either contender opens a TCP connection (rlcd's 225 requests on the bench table, 225
-connections), where S3 keeps them open. A keep-alive HTTP proxy in front, tried, did not change
-rlcd's CPU and slowed delta-rs (its 650 requests each paid the extra hop), so it is not used.
+either contender opens a TCP connection (one per request), where S3 keeps them open. A
+keep-alive HTTP proxy in front, tried, did not change rlcd's CPU and slowed delta-rs (each of
+its requests paid the extra hop), so it is not used.
 """
 
 from __future__ import annotations

@@ -4,13 +4,9 @@ large.
 pyarrow's Parquet reader builds each column of a batch in buffers that grow as it appends
 values. Past a few MiB, a buffer is an allocation of its own that jemalloc maps for it and
 returns to the system once freed, so a decoded batch of wide strings is faulted in, page by
-page, every time, and copied as it grows. Measured on the skewed bench table (a free-text
-column of ~200 bytes a value, 50,000-row files; 4 alternating runs each): decoding 65,536 rows
-at a time took 420-690k page faults per run, 1.8-2.6 s of system CPU and a 292-301 MiB peak;
-batches whose largest buffer stays under 2 MiB took 127-145k faults, 0.9-1.1 s and 209-220 MiB.
-Narrow columns keep long batches:
-every batch costs the same Python work whatever its rows (8,192-row batches on the bench and
-fixture tables cost 10-20% more CPU).
+page, every time, and copied as it grows: batches whose largest buffer stays small cost far
+fewer page faults, less system CPU and a lower peak (docs/performance.md). Narrow columns keep
+long batches: every batch costs the same Python work whatever its rows.
 
 A source's width is estimated before it is read, from its footer (the largest column chunk of
 its first row group, uncompressed, per row), and observed on its first batch (the largest

@@ -131,7 +131,7 @@ async def enable_dv(
         return _actions(state, current, txn_id), state
 
     async def rebase(
-        state: DvUpgrade, current: Snapshot, winners: Sequence[Winner]
+        state: DvUpgrade, _current: Snapshot, winners: Sequence[Winner]
     ) -> DvUpgrade | Abort:
         for version, actions in winners:
             if any(isinstance(a, Metadata | Protocol) for a in actions):

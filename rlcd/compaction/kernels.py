@@ -1,9 +1,9 @@
 """Arrow's compute kernels, called by name, without importing ``pyarrow.compute``. Pure.
 
 Importing ``pyarrow.compute`` builds a Python wrapper, a signature and a numpydoc docstring
-for each of Arrow's ~300 kernels (with ``pydoc`` and a vendored docstring parser): 22 ms at
-one core, spent before a compaction's first worker starts (all of delta-rs' imports take
-40 ms). The kernels themselves live in ``pyarrow._compute``, which those wrappers call through
+for each of Arrow's kernels (with ``pydoc`` and a vendored docstring parser), CPU spent before
+a compaction's first worker starts (see docs/performance.md). The kernels themselves live in
+``pyarrow._compute``, which those wrappers call through
 ``call_function``; here the kernels the compaction uses get a plain function each, calling
 them the same way. pyarrow's own methods that import ``pyarrow.compute`` on first use
 (``Array.cast``, ``filter``, ``take``, ``drop_null``, ``is_null``, ``is_valid``, ``sum``...)
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyarrow._compute import (  # type: ignore[import-untyped]
+from pyarrow._compute import (
     CastOptions,
     ScatterOptions,
     SearchSortedOptions,

@@ -14,7 +14,7 @@ partition filter are not either.
 *Settled files.* A small file whose add carries ``OPTIMIZE_TARGET_SIZE`` (the tag Spark,
 Databricks and rlcd put on OPTIMIZE outputs) of at least ``T`` was already compacted for this
 target: it is small because its bin's rows compress better than its sources did (snappy
-files rewritten as zstd often shrink 3-4x), or because its partition holds little data. It is
+files rewritten as zstd often shrink), or because its partition holds little data. It is
 a candidate only in a partition whose other candidates make a bin by themselves (two or more
 new small files, or a DV to purge); it is then worth folding in. Otherwise it is left alone.
 

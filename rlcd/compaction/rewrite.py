@@ -84,11 +84,9 @@ ROW_GROUP_BYTES = 8 * 1024 * 1024
 """A row group is written once it holds this many bytes of Arrow data, even if it has fewer
 rows than the policy's ``row_group_rows``: this bounds the rows a bin holds in memory.
 pyarrow encodes a row group from Arrow data, so each bin holds this much (a lone bin about
-three times as much, see :class:`BinShares`). Against 32 MiB, measured side by side
-(``bench/compact.py``): peak RSS 266 -> 176 MiB on the bench table, 364 -> 298 on the skewed
-one, 270 -> 185 on the fixture one, with throughput within noise and files at most 0.3%
-larger (16% on the fixture table, still a quarter of delta-rs'). The row groups (a few
-hundred thousand rows) are still larger than DuckDB's or polars' defaults."""
+three times as much, see :class:`BinShares`). Larger row groups raised the peak RSS without
+raising throughput (docs/performance.md). The row groups (a few hundred thousand rows) are
+still larger than DuckDB's or polars' defaults."""
 GROWN_ROW_GROUP_BYTES = 64 * 1024 * 1024
 """The row groups of a file whose widest column takes a dictionary only in row groups this
 large (:func:`rlcd.compaction.encodings.plan_file`): values of a few hundred bytes drawn from
@@ -98,11 +96,8 @@ group's values, so it adds no more than the row group does."""
 MAX_HANDOFF_BYTES = ROW_GROUP_BYTES
 """The most a bin's stages hold between them, also when it takes over finished bins' shares:
 room for the decoder to decode one row group's worth while the encoder writes one, which is
-what keeps both stages busy. More bought nothing measurable: on the fixture table (a lone bin
-whose sources decode into 6.8 MiB batches) 16 MiB peaked at 154 MiB of RSS against 146 MiB,
-at the same throughput (0.99x, 6 alternating pairs; bench table 1.01x, skewed 1.08x), and
-34 MiB at 187 MiB. Less stalls the decoder: 4 MiB cost the fixture table 25% of its wall
-time."""
+what keeps both stages busy. More only raised the peak RSS; less stalls the decoder
+(docs/performance.md)."""
 _EXTENSIONS = {
     "zstd": "zstd",
     "snappy": "snappy",
@@ -126,8 +121,8 @@ class RewriteSettings:
     prefetch: int = 2
     # Dictionary-encode a column chunk only while its dictionary stays small. With pyarrow's
     # 1 MiB default, high-cardinality columns (ids, timestamps, amounts) build a dictionary
-    # that is then abandoned for plain encoding: on the bench table 64 KiB writes ~20% faster
-    # and ~15% smaller files, while low-cardinality columns keep their dictionaries.
+    # that is then abandoned for plain encoding, costing time and bytes; a small limit keeps
+    # the dictionaries of low-cardinality columns only.
     dictionary_page_limit: int = SMALL_DICTIONARY
     # "adaptive": per-column encodings chosen from the bin's data (rlcd.compaction.encodings);
     # "conservative": a dictionary on every column while it stays small, as above
@@ -158,13 +153,13 @@ class RewrittenBin:
     target_file_size: int | None = None
 
 
-def output_key(bin: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
+def output_key(bin_: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
     """A fresh, never reused key in the bin's partition directory, named like Spark's files
     but recognisable as rlcd's (:mod:`rlcd.delta.names`)."""
     name = data_file_name(_EXTENSIONS[codec], os.urandom(16))
     if not partition_columns:
         return name
-    return f"{partition_dir(bin.partition_values, partition_columns)}/{name}"
+    return f"{partition_dir(bin_.partition_values, partition_columns)}/{name}"
 
 
 def parquet_writer(
@@ -183,7 +178,7 @@ def parquet_writer(
     20,000 rows: each page is compressed with a codec context of its own, and on columns of
     small values (dictionary indices, booleans, nested levels) those many small pages cost more
     to set up than to compress. Without, the writer stays the one rlcd had before (there, long
-    pages made the bench table's output 18% larger, where dictionaries outgrow their limit)."""
+    pages made outputs larger, where dictionaries outgrow their limit)."""
     return pq.ParquetWriter(
         where,
         settings.read.target if schema is None else schema,
@@ -417,7 +412,7 @@ class _Encoder:
 
 async def _prefetch(
     store: ObjectStore,
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     send: MemoryObjectSendStream[FetchedSource],
     fetched: list[FetchedSource],
@@ -428,7 +423,7 @@ async def _prefetch(
     decode thread, waiting for a source that will not come, stops (the failure is reported by
     this task, or the cancellation by the bin)."""
     with send:
-        for add in bin.sources:
+        for add in bin_.sources:
             source = await fetch_source(store, add, settings.read, version=settings.version)
             fetched.append(source)
             await send.send(source)
@@ -579,7 +574,7 @@ class _Handoff:
 
 
 def _items(
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     sources: ObjectReceiveStream[FetchedSource],
     stats: StatsAccumulator,
@@ -592,7 +587,7 @@ def _items(
         _Aborted: the fetch task ended early (it reports its own failure or cancellation).
     """
     width = 0.0  # bytes a row of the widest buffer, as seen on the bin's sources so far
-    for index in range(len(bin.sources)):
+    for index in range(len(bin_.sources)):
         try:
             fetched = anyio.from_thread.run(sources.receive)
         except anyio.EndOfStream:
@@ -612,7 +607,7 @@ def _items(
 
 
 def _decode(
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     sources: ObjectReceiveStream[FetchedSource],
     handoff: _Handoff,
@@ -621,7 +616,7 @@ def _decode(
     """The decode stage of a split bin, in one worker thread for the whole bin: every item of
     :func:`_items` into the handoff (the stats are computed here rather than on the encode
     side, to balance the stages)."""
-    with contextlib.closing(_items(bin, settings, sources, stats)) as items:
+    with contextlib.closing(_items(bin_, settings, sources, stats)) as items:
         _pass_on(items, handoff)
 
 
@@ -644,7 +639,7 @@ def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
 
 
 def _decode_and_encode(
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     sources: ObjectReceiveStream[FetchedSource],
     handoff: _Handoff,
@@ -658,7 +653,7 @@ def _decode_and_encode(
     they no longer do (:meth:`_Handoff.split_late`, asked at each item), ``encode_apart``
     starts the encode stage in a thread of its own, which takes the encoder over, and this one
     goes on as the decode stage."""
-    with contextlib.closing(_items(bin, settings, sources, stats)) as decoded:
+    with contextlib.closing(_items(bin_, settings, sources, stats)) as decoded:
         apart: list[_Item] = []  # the first item for the encode stage, once it is apart
 
         def until_apart() -> Iterator[_Item]:
@@ -783,7 +778,7 @@ def _open_output(store: ObjectStore, key: str) -> tuple[ObjectWriter, FileWriter
 
 async def rewrite_bin(
     store: ObjectStore,
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     *,
     limiter: anyio.CapacityLimiter | None = None,
@@ -820,7 +815,7 @@ async def rewrite_bin(
             shares._start(handoff, 2 if split else 1)
         if on_start is not None:
             on_start()
-        return await _rewrite(store, bin, settings, handoff, slot, split)
+        return await _rewrite(store, bin_, settings, handoff, slot, split)
     except BaseExceptionGroup as group:
         raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
     finally:
@@ -838,13 +833,13 @@ def _primary_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 async def _rewrite(
     store: ObjectStore,
-    bin: Bin,
+    bin_: Bin,
     settings: RewriteSettings,
     handoff: _Handoff,
     slot: _Slot,
     split: bool,
 ) -> RewrittenBin:
-    key = output_key(bin, settings.partition_columns, settings.codec)
+    key = output_key(bin_, settings.partition_columns, settings.codec)
     fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
         # the decode stage holds one source and the fetch task one more while it waits to
         # hand it over: the stream buffers the rest of ``prefetch``
@@ -865,17 +860,17 @@ async def _rewrite(
                 async with anyio.create_task_group() as tg:
                     if not local:
                         tg.start_soon(_upload, chunk_receive, writer)
-                    tg.start_soon(_prefetch, store, bin, settings, fetch_send, fetched)
+                    tg.start_soon(_prefetch, store, bin_, settings, fetch_send, fetched)
                     tg.start_soon(_abort_when_cancelled, handoff, watch)
                     try:
                         if split:
-                            decode = (bin, settings, fetch_receive, handoff, stats)
+                            decode = (bin_, settings, fetch_receive, handoff, stats)
                             tg.start_soon(_stage, _decode, decode, slot.release)
                             await _stage(_encode, (encoder, handoff))
                         else:
-                            both = (bin, settings, fetch_receive, handoff, encoder, stats)
+                            both = (bin_, settings, fetch_receive, handoff, encoder, stats)
                             await _one_thread(
-                                both, encoder, handoff, table=settings.table, bin=bin.bin_id
+                                both, encoder, handoff, table=settings.table, bin=bin_.bin_id
                             )
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
@@ -885,19 +880,19 @@ async def _rewrite(
                     source.close()
             if not encoder.closed:  # a stage stopped early: the bin was cancelled
                 await anyio.lowlevel.checkpoint_if_cancelled()
-                raise RuntimeError(f"rewrite of bin {bin.bin_id} stopped early")
+                raise RuntimeError(f"rewrite of bin {bin_.bin_id} stopped early")
             # every task is done: every byte is written
             rows = encoder.rows
             meta = await writer.complete() if rows else None
             if meta is None:
                 await writer.abort()
     physical = tuple(encoder.physical)
-    live = [p - s.deleted_rows for p, s in zip(physical, bin.sources, strict=True)]
+    live = [p - s.deleted_rows for p, s in zip(physical, bin_.sources, strict=True)]
     offsets = guard_offsets(encoder.counter.runs, live)
     if meta is None:
-        return RewrittenBin(bin, None, None, 0, 0, 0, None, encoder.counter.runs, physical, None)
+        return RewrittenBin(bin_, None, None, 0, 0, 0, None, encoder.counter.runs, physical, None)
     return RewrittenBin(
-        bin=bin,
+        bin=bin_,
         key=key,
         path=encode_uri_path(key),
         size=meta.size,

@@ -184,7 +184,7 @@ class DecodedSource:
         try:
             for batch in self._parquet.iter_batches(
                 # decoded in this (the decode stage's) thread: the bin's pipeline already keeps
-                # the cores busy, and Arrow's pool threads would add ~7% CPU for nothing
+                # the cores busy, and Arrow's pool threads would add CPU for nothing
                 batch_size=rows,
                 use_threads=False,
             ):
@@ -219,7 +219,7 @@ def footer_without_arrow_schema(handle: pa.NativeFile) -> pq.FileMetaData | None
 
     pyarrow decodes a file into the types its stored Arrow schema names, such as delta-rs'
     ``string_view`` and ``binary_view``, which then need a cast to the table's ``string`` and
-    ``binary``: decoding and casting cost ~10% more than decoding into them directly. The
+    ``binary``: decoding and casting costs more than decoding into them directly. The
     Parquet schema alone (logical types, field ids) maps to every type a Delta table has. The
     key is renamed in a copy of the footer's bytes, same length, so every offset holds, and the
     copy is parsed instead of the footer (once, as the plain open would). The key-value list
@@ -367,7 +367,7 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool
     A file with the table's columns in the table's order, whose types differ at most by what
     :func:`~rlcd.delta.schema.cast_compatible` allows at the leaves (e.g. the ``string_view``
     that delta-rs stores), is cast by Arrow in one call: the same values as the column-by-column
-    way, at a third of its CPU on nested data.
+    way, at a fraction of its CPU on nested data.
 
     Raises:
         SchemaMismatchError: a column's type in the file is not one the table's type reads, or

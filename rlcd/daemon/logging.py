@@ -57,7 +57,7 @@ class _Drop:
         self._events = events
 
     def __call__(
-        self, logger: object, method: str, event: MutableMapping[str, Any]
+        self, _logger: object, _method: str, event: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
         if event.get("event") in self._events:
             raise structlog.DropEvent

@@ -187,7 +187,7 @@ def _parse_parquet(data: bytes | bytearray) -> pa.Table:
     # Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot hold
     # years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions): microseconds can.
     # One file: ParquetFile, not read_table, which builds a dataset (and imports pyarrow.dataset,
-    # ~17 ms of a one-shot command's start) to read it.
+    # a cost at every one-shot command's start) to read it.
     source = pa.BufferReader(_arrow_owned(data))
     return pq.ParquetFile(source, coerce_int96_timestamp_unit="us").read()
 

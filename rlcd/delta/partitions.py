@@ -36,7 +36,7 @@ from decimal import Context, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from urllib.parse import quote, unquote
 
-import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow as pa
 
 from rlcd.delta.schema import DataType, DecimalType, PrimitiveType, to_arrow_type
 

@@ -98,8 +98,8 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, InvalidOperati
 from functools import reduce
 from typing import Any, Final, NamedTuple, TypeAlias, assert_never
 
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlcd.delta.actions import AddFile
 from rlcd.delta.partitions import PartitionValue, parse_partition_value, partition_array

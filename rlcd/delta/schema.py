@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias, assert_never
 
-import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow as pa
 
 __all__ = (
     "DataType",

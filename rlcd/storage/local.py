@@ -257,7 +257,7 @@ class _LocalParts:
 
         return await self._store._run(append)
 
-    async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
+    async def complete_upload(self, key: str, upload_id: str, _tags: Sequence[str]) -> ObjectMeta:
         path = self._store._path("complete", key)
         return await self._store._run(lambda: _publish(key, upload_id, path))
 

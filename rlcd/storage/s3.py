@@ -23,7 +23,7 @@
   decoder, which refuses a broken footer, page header or compressed page, and whose row count
   is checked against the footer's. delta-rs (object_store) sends and checks no checksum at all.
 - **Data requests** (the GET of every source, the UploadPart of every part) skip botocore's
-  request pipeline, which costs ~2 ms of event-loop CPU a request, and aiohttp, which copies
+  request pipeline, which costs event-loop CPU on every request, and aiohttp, which copies
   every response byte twice: they go out on rlcd's own HTTP/1.1 connections
   (:mod:`rlcd.storage.http1`, a body received straight into one buffer) with botocore's TLS
   settings and the client's timeouts, signed by :mod:`rlcd.storage.sigv4` with the client's
@@ -56,9 +56,9 @@ from xml.etree import ElementTree
 import aiohttp
 import aiohttp.payload
 import anyio.to_thread
-from aiobotocore.config import AioConfig  # type: ignore[import-untyped]
-from aiobotocore.session import AioSession  # type: ignore[import-untyped]
-from botocore.exceptions import (  # type: ignore[import-untyped]
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession
+from botocore.exceptions import (
     BotoCoreError,
     ChecksumError,
     ClientError,
@@ -69,8 +69,8 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
     SSLError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.loaders import JSONFileLoader, Loader, create_loader  # type: ignore[import-untyped]
-from botocore.utils import parse_timestamp  # type: ignore[import-untyped]
+from botocore.loaders import JSONFileLoader, Loader, create_loader
+from botocore.utils import parse_timestamp
 
 from rlcd.errors import (
     ConfigError,
@@ -154,8 +154,7 @@ def _loader(data_path: str | None) -> Loader:
 
 class _JsonFiles(JSONFileLoader):  # type: ignore[misc]
     """botocore's model files parsed into plain dicts, which keep the order of their keys as
-    well: its own parser builds an ``OrderedDict`` per JSON object, 2-3x slower (~25 ms of
-    the ~0.1 s the S3 models take)."""
+    well: its own parser builds an ``OrderedDict`` per JSON object, which is slower."""
 
     def load_file(self, file_path: str) -> Any:
         for suffix, open_file in ((".json", open), (".json.gz", gzip.open)):
@@ -167,9 +166,9 @@ class _JsonFiles(JSONFileLoader):  # type: ignore[misc]
 
 def _load_models(loader: Loader) -> None:
     """Parse into ``loader``'s cache the models an S3 client is made from, as botocore asks
-    for them, so that making the client parses nothing (run in a thread: ~0.1 s of JSON).
+    for them, so that making the client parses nothing (run in a thread: it is CPU work).
     aiobotocore's ``warm_up_loader_caches`` also loads S3's paginators, waiters and examples,
-    which rlcd never uses (~30 ms more)."""
+    which rlcd never uses."""
     loader.load_data_with_path("endpoints")
     for name in ("sdk-default-configuration", "partitions", "_retry"):
         loader.load_data(name)
@@ -179,7 +178,7 @@ def _load_models(loader: Loader) -> None:
 
 def _timestamp(value: Any) -> datetime:
     """A timestamp in a response: an ISO 8601 date-time (S3's XML bodies:
-    ``2026-12-03T17:22:38.000Z``) by ``datetime.fromisoformat``, ~20x faster than botocore's
+    ``2026-12-03T17:22:38.000Z``) by ``datetime.fromisoformat``, far cheaper than botocore's
     dateutil parser, where a listing's CPU went mostly; anything else (an HTTP date in a header,
     epoch seconds) as botocore parses it."""
     if isinstance(value, str) and "T" in value:
@@ -353,7 +352,7 @@ class _Reply:
 @dataclass(frozen=True, slots=True)
 class _Route:
     """A bucket's data requests (GET, UploadPart) sent past botocore's request pipeline, which
-    costs ~2 ms of event-loop CPU a request (serialisation, endpoint rules, event hooks,
+    costs event-loop CPU on every request (serialisation, endpoint rules, event hooks,
     parsing), on rlcd's own connections (:mod:`rlcd.storage.http1`) and signed by
     :mod:`rlcd.storage.sigv4` with the client's own credentials and region.
 

@@ -1,7 +1,7 @@
 """AWS Signature Version 4 for the S3 data requests rlcd sends itself (sans-IO).
 
 The hot requests of a compaction (a GET of every source, an UploadPart of every part of its
-output) skip botocore's request pipeline, which costs ~2 ms of event-loop CPU per request
+output) skip botocore's request pipeline, which costs event-loop CPU on every request
 (parameter serialisation, endpoint rules, event hooks, user agent, response parsing): they are
 signed here and sent on rlcd's own connections (see :mod:`rlcd.storage.s3`). The
 payload is not hashed (``UNSIGNED-PAYLOAD``): a body rlcd sends carries a CRC32 header, which

@@ -178,7 +178,7 @@ class FaultProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive and 100-continue, as S3 speaks
 
-            def log_message(self, format: str, *args: object) -> None:
+            def log_message(self, _format: str, *_args: object) -> None:
                 pass
 
             def handle_one_request(self) -> None:

@@ -115,7 +115,8 @@ async def test_unset_settings_come_from_the_profile(
             assert await store.get("k") == b"v"
 
 
-async def test_unknown_profile_is_a_config_error(clean_aws_env: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("clean_aws_env")
+async def test_unknown_profile_is_a_config_error() -> None:
     """A profile that does not exist fails when the client opens, naming the problem."""
     with pytest.raises(ConfigError, match="no-such-profile"):
         async with S3Client(S3Config(profile="no-such-profile")):

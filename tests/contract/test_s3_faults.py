@@ -56,7 +56,9 @@ def proxy(session_proxy: FaultProxy) -> Iterator[FaultProxy]:
 
 @pytest.fixture
 async def store(
-    proxy: FaultProxy, proxy_client: S3Client, s3_bucket: str
+    proxy: FaultProxy,  # noqa: ARG001  (requested for its reset before the first put)
+    proxy_client: S3Client,
+    s3_bucket: str,
 ) -> AsyncIterator[ObjectStore]:
     async with open_store(f"s3://{s3_bucket}/t", client=proxy_client) as store:
         await store.put("obj", b"payload")

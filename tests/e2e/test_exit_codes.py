@@ -4,7 +4,6 @@ interpreter exit once turned a finished run into exit 134 now and then)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ TABLES = (
 ROUNDS = 4  # x 4 tables x 2 commands = 32 runs; bench/exit_codes.py runs many more
 
 
-def test_many_short_runs_all_exit_cleanly(copy_fixture: Any, tmp_path: Path) -> None:
+def test_many_short_runs_all_exit_cleanly(copy_fixture: Any) -> None:
     """Dry-run compactions and file verifications of tables with classic, multi-part and V2
     checkpoints, run again and again, all exit 0 with nothing on stderr."""
     tables = [copy_fixture(name) for name in TABLES]

@@ -274,7 +274,7 @@ async def test_loses_to_a_schema_change(make: Callable[..., RaceTable]) -> None:
     """An append that adds a column changes the metadata: every bin aborts."""
     table = make()
 
-    def widen(dt: DeltaTable) -> None:
+    def widen(_dt: DeltaTable) -> None:
         extra = batch(1000, 1, note=pa.array(["x"]))
         write_deltalake(
             table.uri,

@@ -51,7 +51,7 @@ async def test_a_winner_is_rebased_past_and_the_commit_lands(tmp_path: Path) -> 
     seen: list[list[int]] = []
     draws: list[int] = []
 
-    async def rebase(state: int, current: Snapshot, winners: Sequence[Winner]) -> int:
+    async def rebase(state: int, _current: Snapshot, winners: Sequence[Winner]) -> int:
         seen.append([v for v, _ in winners])
         return state + 1
 
@@ -76,7 +76,7 @@ async def test_a_rebase_abort_ends_the_transaction(tmp_path: Path) -> None:
     """An abort from rebase is the outcome; nothing of ours is committed."""
     append(tmp_path, batch(0, 3))
 
-    async def rebase(state: int, current: Snapshot, winners: Sequence[Winner]) -> Abort:
+    async def rebase(_state: int, _current: Snapshot, _winners: Sequence[Winner]) -> Abort:
         return Abort("test_conflict", "the winner touched our file")
 
     async with AppendFirstStore(tmp_path, losses=1) as store:
@@ -92,7 +92,7 @@ async def test_every_attempt_lost_is_attempts_exhausted(tmp_path: Path) -> None:
     """Losing every one of max_attempts races ends in the attempts_exhausted abort."""
     append(tmp_path, batch(0, 3))
 
-    async def rebase(state: int, current: Snapshot, winners: Sequence[Winner]) -> int:
+    async def rebase(state: int, _current: Snapshot, _winners: Sequence[Winner]) -> int:
         return state
 
     async with AppendFirstStore(tmp_path, losses=5) as store:
@@ -125,7 +125,7 @@ class FailingStore(LocalStore):
         return await super().put_if_absent(key, data)
 
 
-async def _no_rebase(state: int, current: Snapshot, winners: Sequence[Winner]) -> int:
+async def _no_rebase(_state: int, _current: Snapshot, _winners: Sequence[Winner]) -> int:
     raise AssertionError("no winner expected")
 
 

@@ -23,7 +23,7 @@ SPEC = StatsSpec((StatsLeaf(("x",), StatKind.FLOAT), StatsLeaf(("d",), StatKind.
 def _json(batches: list[pa.RecordBatch], *, fast: bool) -> str:
     with pytest.MonkeyPatch.context() as m:
         if not fast:
-            m.setattr(stats_module, "_observe_fast", lambda *args: False)
+            m.setattr(stats_module, "_observe_fast", lambda *_args: False)
         acc = StatsAccumulator(SPEC)
         for batch in batches:
             acc.update(batch)

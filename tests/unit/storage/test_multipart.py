@@ -38,22 +38,22 @@ class Sink:
         self.whole = b"".join(data)
         return ObjectMeta(key, len(self.whole), 0)
 
-    async def start_upload(self, key: str) -> str:
+    async def start_upload(self, _key: str) -> str:
         self._call("start_upload")
         return "upload-1"
 
-    async def upload_part(self, key: str, upload_id: str, number: int, data: Pieces) -> str:
+    async def upload_part(self, _key: str, upload_id: str, number: int, data: Pieces) -> str:
         self._call("upload_part")
         assert (upload_id, number) == ("upload-1", len(self.parts) + 1)
         self.parts.append(b"".join(data))
         return f"etag-{number}"
 
-    async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
+    async def complete_upload(self, key: str, _upload_id: str, tags: Sequence[str]) -> ObjectMeta:
         self._call("complete_upload")
         assert list(tags) == [f"etag-{n}" for n in range(1, len(self.parts) + 1)]
         return ObjectMeta(key, sum(map(len, self.parts)), 0)
 
-    async def abort_upload(self, key: str, upload_id: str) -> None:
+    async def abort_upload(self, key: str, _upload_id: str) -> None:
         await anyio.lowlevel.checkpoint()  # must run even when the writer was cancelled
         self.calls.append("abort_upload")
         if self.fail_abort:

@@ -70,8 +70,8 @@ async def test_making_a_client_parses_no_model_once_they_are_loaded(
         return load_file(self, file_path)
 
     monkeypatch.setattr(_JsonFiles, "load_file", counting)
-    monkeypatch.setattr(s3_module, "_loader", lambda data_path: loader)
-    monkeypatch.setattr(s3_module, "_load_models", lambda models: None)
+    monkeypatch.setattr(s3_module, "_loader", lambda _data_path: loader)
+    monkeypatch.setattr(s3_module, "_load_models", lambda _models: None)
     config = S3Config(
         region="us-east-1",
         endpoint_url="http://127.0.0.1:9",
