@@ -202,7 +202,7 @@ SOURCE_RULES: Final[tuple[Rule, ...]] = (
     ),
     Rule(
         "updated the source's DV (Dw ⊇ Dr is checked by the remap)",
-        lambda t: True,
+        lambda _t: True,
         lambda t: Remap(t.source, t.adds[0], t.version),
     ),
 )

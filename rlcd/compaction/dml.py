@@ -407,7 +407,7 @@ async def delete_rows(
         return None
 
     async def rebase(
-        state: _Delete, current: Snapshot, winners: Sequence[Winner]
+        state: _Delete, _current: Snapshot, winners: Sequence[Winner]
     ) -> _Delete | Abort:
         by_path = {canonical_path(f.live.path): f for f in state.files}
         for version, actions in winners:
