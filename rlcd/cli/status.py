@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import anyio
 import anyio.to_thread
 
-from rlcd.cli.main import error_exit_code
+from rlcd.cli.exit_codes import error_exit_code
 from rlcd.compaction.compact import plan_table
 from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
 from rlcd.daemon.metrics import Health

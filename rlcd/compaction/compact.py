@@ -19,6 +19,7 @@ import anyio
 import structlog
 
 from rlcd._tasks import gather
+from rlcd.compaction.classify import SOURCE_COMPACTED
 from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.commit import (
     BinResult,
@@ -72,6 +73,9 @@ class FailureKind(enum.Enum):
     """The store failed: refused a request, or kept failing through the retries."""
     CONFLICT = "conflict"
     """Another writer's commit touched the bin's files, or the commit races were lost."""
+    SUPERSEDED = "superseded"
+    """Another compaction removed the bin's sources first (abort reason ``source_compacted``):
+    it did this bin's work, so nothing is wrong and nothing is left to do."""
     DATA = "data"
     """A source is corrupt, missing or unusable (names the file)."""
     INTERNAL = "internal"
@@ -317,7 +321,12 @@ async def compact_table(
         except StorageError as exc:
             raise await _failed_commit(store, snapshot.version, done, exc) from exc
     failed.extend(
-        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT) for r in outcome.aborted
+        BinFailure(
+            r.done.bin,
+            str(r.abort),
+            FailureKind.SUPERSEDED if r.abort.reason == SOURCE_COMPACTED else FailureKind.CONFLICT,
+        )
+        for r in outcome.aborted
     )
     return CompactionReport(
         store.root,
