@@ -35,9 +35,10 @@ from rlcd.cli.exit_codes import (
     exit_code,
 )
 from rlcd.cli.process import configure_process
-from rlcd.cli.report import count, print_compaction, print_plan, print_verify
+from rlcd.cli.report import print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.policy import CODECS, ENCODINGS
+from rlcd.compaction.words import count
 from rlcd.errors import ConfigError, RlcdError
 
 if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack

@@ -22,6 +22,7 @@ from rlcd._tasks import gather
 from rlcd.compaction.classify import SOURCE_COMPACTED
 from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.commit import (
+    BinCommitted,
     BinResult,
     CommitOutcome,
     commit_bins,
@@ -124,20 +125,26 @@ class CompactionReport:
     """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
+    def committed_results(self) -> tuple[BinCommitted, ...]:
+        """The committed bins' results, in commit order."""
+        return tuple(r for r in self.bin_results if isinstance(r, BinCommitted))
+
+    @property
     def files_removed(self) -> int:
-        return sum(len(b.bin.sources) for b in self.committed)
+        """Source files the commit removed: a source a winner removed first is not."""
+        return sum(len(r.removed) for r in self.committed_results)
 
     @property
     def files_added(self) -> int:
-        return sum(1 for b in self.committed if b.path is not None)
+        return sum(r.files_added for r in self.committed_results)
 
     @property
     def bytes_removed(self) -> int:
-        return sum(s.size for b in self.committed for s in b.bin.sources)
+        return sum(s.size for r in self.committed_results for s in r.removed)
 
     @property
     def bytes_added(self) -> int:
-        return sum(b.size for b in self.committed)
+        return sum(r.bytes_added for r in self.committed_results)
 
     @property
     def untagged(self) -> int:

@@ -27,7 +27,9 @@ def test_dry_run_then_compact_then_verify(tmp_path: Path) -> None:
     rows = delta_rs_rows(tmp_path)
     done = rlcd("compact", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert "committed version 8: 2 bins, 8 files" in done.stdout
+    assert "committed version 8: 8 files (" in done.stdout
+    assert "; 2 bins: 2 committed\n" in done.stdout
+    assert done.stdout.count(": committed: 4 files -> 1 file\n") == 2
     assert delta_rs_rows(tmp_path) == rows
     verified = rlcd("verify", tmp_path.as_uri())
     assert verified.returncode == 0, verified.stdout
@@ -197,7 +199,7 @@ def test_the_command_exits_without_teardown_but_with_all_its_output(
     stdout, stderr = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
     assert "torn down" not in stderr
     if code == 0:
-        assert stdout.endswith("\n") and "committed version 8: 2 bins, 8 files" in stdout
+        assert stdout.endswith("\n") and "committed version 8: 8 files (" in stdout
     else:
         assert "1MiB" in stderr and stdout == ""
 
@@ -233,7 +235,8 @@ def test_every_warning_appears_once(tmp_path: Path) -> None:
     victim.unlink()
     done = rlcd("compact", str(tmp_path))
     assert done.returncode == 1
-    assert done.stdout.count("not compacted") == 1 and victim.name in done.stdout
+    assert "; 2 bins: 1 committed, 1 failed\n" in done.stdout
+    assert done.stdout.count(": failed: data file is missing") == 1 and victim.name in done.stdout
     assert done.stderr == ""
     machine = rlcd("compact", str(tmp_path), "--log-format", "json")
     assert [json.loads(line)["event"] for line in machine.stderr.splitlines()] == ["bin_failed"]
