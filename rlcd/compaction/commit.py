@@ -404,6 +404,8 @@ async def commit_bins(
             remapped_sources=done.remapped_sources,
             masked_sources=done.masked_sources,
             remapped_positions=done.remapped_positions,
+            masked_positions=done.masked_positions,
+            files_removed=len(done.removed),
         )
     log.info(
         "bins_committed",

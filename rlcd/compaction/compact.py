@@ -125,6 +125,12 @@ class CompactionReport:
     """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
+    def superseded(self) -> bool:
+        """Some bins did not commit, and each lost only to another compaction of its files:
+        that one did the work, so the run failed at nothing."""
+        return bool(self.failed) and all(f.kind is FailureKind.SUPERSEDED for f in self.failed)
+
+    @property
     def committed_results(self) -> tuple[BinCommitted, ...]:
         """The committed bins' results, in commit order."""
         return tuple(r for r in self.bin_results if isinstance(r, BinCommitted))
