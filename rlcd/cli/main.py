@@ -38,7 +38,7 @@ from rlcd.cli.process import configure_process
 from rlcd.cli.report import print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.policy import CODECS, ENCODINGS
-from rlcd.compaction.words import count
+from rlcd.compaction.words import count, unfinished_write
 from rlcd.errors import ConfigError, RlcdError
 
 if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
@@ -180,8 +180,9 @@ def _parser() -> argparse.ArgumentParser:
         "--orphan-grace",
         default="1h",
         metavar="DURATION",
-        help="first remove rlcd's own leftovers of killed runs (unfinished uploads, uncommitted "
-        "outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the longest run",
+        help="first remove rlcd's own leftovers of killed runs (unfinished uploads or temp files, "
+        "uncommitted outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the "
+        "longest run",
     )
     compact.add_argument(
         "--encodings",
@@ -345,16 +346,21 @@ class _Run:
 
     progress: BinProgress | None = None
     report: CompactionReport | None = None
+    table: str = ""
+    """The store's root URI, once it is open."""
 
     def abandoned(self) -> str:
-        """What the stopped run leaves undone."""
+        """What the stopped run leaves undone: its bins rewritten, in flight and waiting."""
         progress = self.progress
         if progress is None or not progress.total:
             return "no bin had started; nothing was written"
-        left = progress.total - progress.done
+        waiting = progress.total - progress.done - progress.in_flight
+        counts = [f"{progress.in_flight} in flight"]
+        counts += [f"{progress.done} rewritten"] if progress.done else []
+        counts += [f"{waiting} not started"] if waiting else []
         return (
-            f"abandoned {count(progress.total, 'bin')} ({left} in flight; outputs deleted, "
-            "uploads aborted); nothing was committed"
+            f"abandoned {count(progress.total, 'bin')} ({', '.join(counts)}; outputs and "
+            f"{unfinished_write(self.table)}s deleted); nothing was committed"
         )
 
 
@@ -391,12 +397,14 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
     )
     async with _open(args) as store:
         run.progress = progress = BinProgress(sys.stderr)
+        run.table = store.root
         run.report = await compact_table(
             store,
             policy,
             dry_run=args.dry_run,
             predicate=(args.where,) if args.where is not None else (),
             on_plan=progress.start,
+            on_bin_start=progress.begin,
             on_bin_done=progress.advance,
             orphan_grace_s=grace_s,
             min_file_age_ms=min_age_ms,

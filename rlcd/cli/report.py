@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from rlcd.compaction.words import count, partition_text
+from rlcd.compaction.words import count, partition_text, unfinished_write
 
 if TYPE_CHECKING:  # for annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.compaction.cleanup import CleanupReport
@@ -46,7 +46,7 @@ def print_cleanup(report: CleanupReport | None, out: TextIO) -> None:
             f"  {verb} leftovers of earlier runs older than {_duration(report.grace_s)}: "
             f"{count(len(report.deleted), 'uncommitted file')} "
             f"({human_bytes(report.bytes_deleted)}), "
-            f"{count(len(report.aborted), 'unfinished upload')}\n"
+            f"{count(len(report.aborted), unfinished_write(report.table))}\n"
         )
     if report.failed:
         out.write(f"  could not remove {count(len(report.failed), 'leftover')}; see the log\n")

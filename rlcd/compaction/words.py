@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ("count", "partition_text")
+__all__ = ("count", "partition_text", "unfinished_write")
 
 
 def count(n: int, noun: str) -> str:
@@ -23,3 +23,9 @@ def partition_text(values: Mapping[str, str | None], columns: Sequence[str] = ()
         f"{k} IS NULL" if values[k] in (None, "") else f"{k}={values[k]}" for k in keys
     )
     return text or "(unpartitioned)"
+
+
+def unfinished_write(table: str) -> str:
+    """What a write left unfinished is on the store of ``table`` (a URI): a multipart upload
+    on S3, a temp file beside its target on local disk."""
+    return "unfinished upload" if table.startswith("s3://") else "temp file"

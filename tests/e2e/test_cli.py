@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import in_command, rlcd
-from tests.integration.tables import S3Mirror, delta_rs_rows, partitioned
+from tests.integration.tables import S3Mirror, append, batch, delta_rs_rows, partitioned
 
 pytestmark = pytest.mark.e2e
 
@@ -250,3 +250,29 @@ def test_ambiguous_sizes_are_refused_and_real_units_honoured(tmp_path: Path) -> 
     for flag, shown in (("2MB", "1.9 MiB"), ("2MiB", "2.0 MiB")):
         plan = rlcd("compact", str(tmp_path), "--target-size", flag, "--dry-run")
         assert plan.returncode == 0 and f"(target {shown})" in plan.stdout, plan.stderr
+
+
+def test_partitions_read_in_the_tables_column_order(tmp_path: Path) -> None:
+    """Files whose log entries list their partition values in different orders are printed
+    alike, in the table's partition column order (region before day), in the plan and in the
+    report of each bin."""
+    for i in range(8):
+        region, day = ["us", "eu"][i % 2], "2026-11-30"
+        extra = {"region": [region] * 50, "day": [day] * 50}
+        append(tmp_path, batch(i * 50, 50, **extra), partition_by=["region", "day"])
+    for commit in sorted((tmp_path / "_delta_log").glob("*.json"))[1::2]:  # reorder half
+        lines = [json.loads(line) for line in commit.read_text().splitlines()]
+        for line in lines:
+            if "add" in line:
+                values = line["add"]["partitionValues"]
+                line["add"]["partitionValues"] = dict(reversed(values.items()))
+        commit.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for args in (["--dry-run"], []):
+        done = rlcd("compact", str(tmp_path), *args)
+        assert done.returncode == 0, done.stderr
+        bins = [line for line in done.stdout.splitlines() if line.startswith("  bin ")]
+        assert len(bins) == 2, done.stdout
+        assert all(
+            "  region=eu, day=2026-11-30: " in b or "  region=us, day=2026-11-30: " in b
+            for b in bins
+        ), done.stdout
