@@ -1,6 +1,6 @@
 """The daemon's commands: ``rlcd run``, ``rlcd config check`` and ``rlcd status``.
 
-Exit codes are :mod:`rlcd.cli.main`'s: a bad config raises :class:`ConfigError` (exit 2).
+Exit codes are :mod:`rlcd.cli.exit_codes`'s: a bad config raises :class:`ConfigError` (exit 2).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def add_commands(sub: Any) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     """0, or after ``--once`` the worst of the failing tables' exit codes (4 over 3 over 1)."""
-    from rlcd.cli.main import worst_exit_code
+    from rlcd.cli.exit_codes import worst_exit_code
     from rlcd.daemon.app import run_daemon
 
     return worst_exit_code(await run_daemon(args.config, once=args.once, instance=args.instance))

@@ -6,21 +6,7 @@ warnings a report already states (a bin that did not commit, leftovers removed o
 cleaned) are not logged again unless --log-format json asks for every event, for machines;
 so each warning appears once.
 
-Exit codes:
-  0    success, including "nothing to do"
-  1    a problem in the work: a bin did not commit because another writer's commit
-       conflicted or its data is bad, or a verification failed
-  2    bad usage or configuration
-  3    the table cannot be read or written (corrupt log, unsupported feature)
-  4    storage failed (a refused request, or one still failing after the retries), when
-       the run starts or for any bin during it
-  130  stopped by SIGINT, 143 by SIGTERM: bins in flight are abandoned, their outputs
-       deleted and uploads aborted, nothing is committed
-  141  stdout was closed early (a pipe into head)
-
-When bins fail for different reasons, 4 wins over 1: a storage failure means the run
-depended on storage that did not work, and a scheduler retries 4 once storage works, where
-1 needs a person; the report names every failed bin with its reason either way.
+Exit codes: :mod:`rlcd.cli.exit_codes` (its ``EXIT_HELP`` is every command's epilog).
 """
 
 from __future__ import annotations
@@ -29,7 +15,7 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +26,20 @@ import anyio.abc
 
 from rlcd import __version__
 from rlcd.cli import daemon as daemon_commands
+from rlcd.cli.exit_codes import (
+    EXIT_BROKEN_PIPE,
+    EXIT_HELP,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    error_exit_code,
+    exit_code,
+)
 from rlcd.cli.process import configure_process
-from rlcd.cli.report import count, print_compaction, print_plan, print_verify
+from rlcd.cli.report import print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.policy import CODECS, ENCODINGS
-from rlcd.errors import ConfigError, RlcdError, StorageError, TableError
+from rlcd.compaction.words import count, unfinished_write
+from rlcd.errors import ConfigError, RlcdError
 
 if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.cli.progress import BinProgress
@@ -52,57 +47,19 @@ if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compact
     from rlcd.delta.actions import Protocol
     from rlcd.storage import ObjectStore
 
-__all__ = ("main", "run", "exit_code", "error_exit_code", "worst_exit_code")
+__all__ = ("main", "run")
 
-EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_TABLE, EXIT_STORAGE = 0, 1, 2, 3, 4
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
-_EXIT_CODES: tuple[tuple[type[RlcdError], int], ...] = (
-    (ConfigError, EXIT_USAGE),
-    (TableError, EXIT_TABLE),
-    (StorageError, EXIT_STORAGE),
-    (RlcdError, EXIT_PROBLEM),
-)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _REPORTED_EVENTS = frozenset(
     {"bin_failed", "bin_aborted", "orphans_removed", "orphans_found", "cleanup_skipped"}
 )
 """Log events the printed report states already: not logged again for people."""
 
-_DOC = __doc__ or ""
-_EXIT_HELP = _DOC[_DOC.index("Exit codes:") :]
-
-
-def exit_code(report: CompactionReport) -> int:
-    """0 when every planned bin committed; else 4 if any bin failed for storage, else 1 (see
-    the module docstring)."""
-    from rlcd.compaction.compact import FailureKind
-
-    kinds = {f.kind for f in report.failed}
-    if FailureKind.STORAGE in kinds:
-        return EXIT_STORAGE
-    return EXIT_PROBLEM if kinds else EXIT_OK
-
-
-def error_exit_code(exc: RlcdError) -> int:
-    """The exit code of a command that stopped on ``exc`` (see the module docstring)."""
-    return exit_code_of(type(exc))
-
-
-def exit_code_of(kind: type[BaseException]) -> int:
-    """The exit code for an error of type ``kind``; 1 for one that is not rlcd's own."""
-    return next((code for k, code in _EXIT_CODES if issubclass(kind, k)), EXIT_PROBLEM)
-
-
-def worst_exit_code(kinds: Iterable[type[BaseException]]) -> int:
-    """The exit code of a run whose tables failed with errors of these types: the highest of
-    theirs (storage failed over a table unreadable over another problem); 0 for none."""
-    return max(map(exit_code_of, kinds), default=EXIT_OK)
-
 
 def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """The logging options, on the command and on every subcommand (so they work after it):
     a subcommand only sets what was given there."""
-    default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
+    default = (lambda value: value) if top else (lambda _value: argparse.SUPPRESS)
     parser.add_argument(
         "--log-level",
         default=default("warning"),
@@ -142,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlcd",
         description="Compact the small files of Delta Lake tables, on S3 or local disk.",
-        epilog=_EXIT_HELP,
+        epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rlcd {__version__}")
@@ -184,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         help="compact a table's small files once",
         description="Compact a table's small files once: plan bins of small files, rewrite "
         "each bin into one file, commit them all in one OPTIMIZE commit.",
-        epilog=_EXIT_HELP,
+        epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     compact.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
@@ -223,8 +180,9 @@ def _parser() -> argparse.ArgumentParser:
         "--orphan-grace",
         default="1h",
         metavar="DURATION",
-        help="first remove rlcd's own leftovers of killed runs (unfinished uploads, uncommitted "
-        "outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the longest run",
+        help="first remove rlcd's own leftovers of killed runs (unfinished uploads or temp files, "
+        "uncommitted outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the "
+        "longest run",
     )
     compact.add_argument(
         "--encodings",
@@ -272,7 +230,7 @@ def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
         "the same file merges them; to a writer that added rows (other than a blind append) "
         "deletes the added rows the predicate matches too; any other conflict exits 1 with "
         "nothing committed.",
-        epilog=_EXIT_HELP,
+        epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     delete.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
@@ -397,16 +355,21 @@ class _Run:
 
     progress: BinProgress | None = None
     report: CompactionReport | None = None
+    table: str = ""
+    """The store's root URI, once it is open."""
 
     def abandoned(self) -> str:
-        """What the stopped run leaves undone."""
+        """What the stopped run leaves undone: its bins rewritten, in flight and waiting."""
         progress = self.progress
         if progress is None or not progress.total:
             return "no bin had started; nothing was written"
-        left = progress.total - progress.done
+        waiting = progress.total - progress.done - progress.in_flight
+        counts = [f"{progress.in_flight} in flight"]
+        counts += [f"{progress.done} rewritten"] if progress.done else []
+        counts += [f"{waiting} not started"] if waiting else []
         return (
-            f"abandoned {count(progress.total, 'bin')} ({left} in flight; outputs deleted, "
-            "uploads aborted); nothing was committed"
+            f"abandoned {count(progress.total, 'bin')} ({', '.join(counts)}; outputs and "
+            f"{unfinished_write(self.table)}s deleted); nothing was committed"
         )
 
 
@@ -443,12 +406,14 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
     )
     async with _open(args) as store:
         run.progress = progress = BinProgress(sys.stderr)
+        run.table = store.root
         run.report = await compact_table(
             store,
             policy,
             dry_run=args.dry_run,
             predicate=(args.where,) if args.where is not None else (),
             on_plan=progress.start,
+            on_bin_start=progress.begin,
             on_bin_done=progress.advance,
             orphan_grace_s=grace_s,
             min_file_age_ms=min_age_ms,

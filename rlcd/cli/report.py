@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, TextIO
+
+from rlcd.compaction.words import count, partition_text, unfinished_write
 
 if TYPE_CHECKING:  # for annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.compaction.cleanup import CleanupReport
@@ -16,7 +17,6 @@ __all__ = (
     "print_cleanup",
     "print_verify",
     "human_bytes",
-    "count",
 )
 
 
@@ -26,18 +26,6 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
-
-
-def count(n: int, noun: str) -> str:
-    """``1 bin``, ``2 bins``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _partition(values: Mapping[str, str | None]) -> str:
-    """``part=a, day=2026-11-30``; a null value (JSON null or ``""``, §2.11) as ``part IS NULL``,
-    the way ``--where`` selects it."""
-    text = ", ".join(f"{k} IS NULL" if v in (None, "") else f"{k}={v}" for k, v in values.items())
-    return text or "(unpartitioned)"
 
 
 def _duration(seconds: float) -> str:
@@ -58,7 +46,7 @@ def print_cleanup(report: CleanupReport | None, out: TextIO) -> None:
             f"  {verb} leftovers of earlier runs older than {_duration(report.grace_s)}: "
             f"{count(len(report.deleted), 'uncommitted file')} "
             f"({human_bytes(report.bytes_deleted)}), "
-            f"{count(len(report.aborted), 'unfinished upload')}\n"
+            f"{count(len(report.aborted), unfinished_write(report.table))}\n"
         )
     if report.failed:
         out.write(f"  could not remove {count(len(report.failed), 'leftover')}; see the log\n")
@@ -68,6 +56,8 @@ def print_cleanup(report: CleanupReport | None, out: TextIO) -> None:
 
 def print_plan(report: CompactionReport, out: TextIO) -> None:
     """The bins a run would compact: files, bytes and expected outputs."""
+    from rlcd.compaction.summary import partition_columns  # loaded by the run already
+
     bins = report.planned
     files = sum(len(b.sources) for b in bins)
     size = sum(s.size for b in bins for s in b.sources)
@@ -77,29 +67,34 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
         f"{count(files, 'file')}, {human_bytes(size)} -> {count(len(bins), 'output')}\n"
     )
     print_cleanup(report.cleanup, out)
+    columns = partition_columns(report)
     for b in bins:
         purge = "  (purges deletion vectors)" if b.purges_dvs else ""
         out.write(
-            f"  bin {b.bin_id}  {_partition(b.partition_values)}: {count(len(b.sources), 'file')}, "
-            f"{human_bytes(sum(s.size for s in b.sources))} -> 1 file of about "
-            f"{human_bytes(b.estimated_bytes)}{purge}\n"
+            f"  bin {b.bin_id}  {partition_text(b.partition_values, columns)}: "
+            f"{count(len(b.sources), 'file')}, {human_bytes(sum(s.size for s in b.sources))} "
+            f"-> 1 file of about {human_bytes(b.estimated_bytes)}{purge}\n"
         )
     if not bins:
         out.write("  nothing to compact\n")
 
 
 def print_compaction(report: CompactionReport, out: TextIO) -> None:
-    """The outcome of a run: what committed, what failed and why."""
+    """The outcome of a run: the commit with the files it really removed and added, the bins
+    by outcome, then each bin: committed, reconciled (how, how many positions), superseded by
+    another compaction, aborted or failed (with the reason)."""
+    from rlcd.compaction.summary import bin_lines, outcome_tally  # loaded by the run already
+
     if not report.planned:
         out.write(f"{report.table}: nothing to compact at version {report.read_version}\n")
         print_cleanup(report.cleanup, out)
         return
+    bins = f"{count(len(report.planned), 'bin')}: {outcome_tally(report)}"
     if report.committed_version is not None:
         out.write(
             f"{report.table}: committed version {report.committed_version}: "
-            f"{count(len(report.committed), 'bin')}, {count(report.files_removed, 'file')} "
-            f"({human_bytes(report.bytes_removed)}) -> {count(report.files_added, 'file')} "
-            f"({human_bytes(report.bytes_added)})\n"
+            f"{count(report.files_removed, 'file')} ({human_bytes(report.bytes_removed)}) -> "
+            f"{count(report.files_added, 'file')} ({human_bytes(report.bytes_added)}); {bins}\n"
         )
         if report.untagged:
             out.write(
@@ -107,10 +102,10 @@ def print_compaction(report: CompactionReport, out: TextIO) -> None:
                 "(the capture guard did not hold)\n"
             )
     else:
-        out.write(f"{report.table}: nothing committed\n")
+        out.write(f"{report.table}: nothing committed; {bins}\n")
     print_cleanup(report.cleanup, out)
-    for failure in report.failed:
-        out.write(f"  bin {failure.bin.bin_id} not compacted: {failure.reason}\n")
+    for line in bin_lines(report):
+        out.write(f"  {line}\n")
 
 
 def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = None) -> None:

@@ -18,10 +18,10 @@ from typing import Any, TextIO
 import anyio
 import anyio.to_thread
 
-from rlcd.cli.main import error_exit_code
+from rlcd.cli.exit_codes import error_exit_code
 from rlcd.compaction.compact import plan_table
 from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
-from rlcd.daemon.metrics import Health
+from rlcd.daemon.metrics import Health, TableHealth
 from rlcd.delta.actions import CommitInfo
 from rlcd.delta.load import load_snapshot, read_commit
 from rlcd.errors import RlcdError
@@ -47,13 +47,14 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 async def print_status(args: argparse.Namespace) -> int:
-    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error.
+    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error and
+    its last run (each bin's outcome).
 
     Returns the exit code of the worst table that cannot be read (``rlcd status --help``): a
     storage failure's 4 over an unreadable table's 3; 0 when every table was read.
     """
     settings = _settings(args)
-    errors = await anyio.to_thread.run_sync(_daemon_errors, settings)
+    daemon = await anyio.to_thread.run_sync(_daemon_tables, settings)
     code = 0
     async with S3Client(settings.s3) as client:
         uris = await _tables(settings, client)
@@ -61,9 +62,9 @@ async def print_status(args: argparse.Namespace) -> int:
             store: ObjectStore = client.store(uri) if uri.is_s3 else LocalStore(uri.prefix)
             status = await _table_status(settings, uri, store)
             code = max(code, status.get("exit", 0))
-            _print_status(str(uri), status, errors, sys.stdout)
-    if errors is None:
-        print("daemon: not reachable (no last errors shown)")
+            _print_status(str(uri), status, daemon, sys.stdout)
+    if daemon is None:
+        print("daemon: not reachable (no last errors or runs shown)")
     return code
 
 
@@ -117,8 +118,8 @@ async def _last_compaction(store: ObjectStore, version: int) -> str | None:
     return None
 
 
-def _daemon_errors(settings: Settings) -> Mapping[str, str | None] | None:
-    """Each table's last error per the running daemon's /healthz (None: not reachable)."""
+def _daemon_tables(settings: Settings) -> Mapping[str, TableHealth] | None:
+    """Each table as the running daemon's /healthz has it (None: not reachable)."""
     listen = settings.metrics.listen
     if listen is None:
         return None
@@ -130,11 +131,11 @@ def _daemon_errors(settings: Settings) -> Mapping[str, str | None] | None:
         health = Health.from_json(body)
     except (OSError, ValueError, urllib.error.URLError):
         return None
-    return {uri: t.last_error for uri, t in health.tables.items()}
+    return health.tables
 
 
 def _print_status(
-    name: str, status: Mapping[str, Any], errors: Mapping[str, str | None] | None, out: TextIO
+    name: str, status: Mapping[str, Any], daemon: Mapping[str, TableHealth] | None, out: TextIO
 ) -> None:
     print(name, file=out)
     if "error" in status:
@@ -146,5 +147,11 @@ def _print_status(
         file=out,
     )
     print(f"  last rlcd compaction: {status['last_compaction'] or 'none recently'}", file=out)
-    if errors is not None:
-        print(f"  last error: {errors.get(name) or 'none'}", file=out)
+    if daemon is None:
+        return
+    health = daemon.get(name, TableHealth())
+    print(f"  last error: {health.last_error or 'none'}", file=out)
+    summary, *bins = health.last_run or ("none since the daemon started",)
+    print(f"  daemon's last run: {summary}", file=out)
+    for line in bins:
+        print(f"    {line}", file=out)

@@ -88,13 +88,32 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class BinCommitted:
-    """A bin that landed; how many of its sources were reconciled, and how."""
+    """A bin that landed; how many of its sources were reconciled, and how.
+
+    ``masked`` are the sources a winner removed first (the commit tombstones them no more);
+    ``output_dropped``: every output row was deleted, so the commit adds no file.
+    """
 
     done: RewrittenBin
     remapped_sources: int = 0
     masked_sources: int = 0
     remapped_positions: int = 0
     masked_positions: int = 0
+    masked: frozenset[str] = frozenset()
+    output_dropped: bool = False
+
+    @property
+    def removed(self) -> tuple[AddFile, ...]:
+        """The sources the commit tombstones."""
+        return tuple(s for s in self.done.bin.sources if s.path not in self.masked)
+
+    @property
+    def files_added(self) -> int:
+        return int(self.done.path is not None and not self.output_dropped)
+
+    @property
+    def bytes_added(self) -> int:
+        return self.done.size if self.files_added else 0
 
     @property
     def decision(self) -> str:
@@ -351,7 +370,15 @@ async def commit_bins(
     assert isinstance(outcome, Committed)
     committed: list[BinResult] = []
     for b in batch.pending:
-        done = BinCommitted(b.done, b.remapped, b.masked, b.remapped_positions, b.masked_positions)
+        done = BinCommitted(
+            b.done,
+            b.remapped,
+            b.masked,
+            b.remapped_positions,
+            b.masked_positions,
+            masked=frozenset(s.read.path for s in b.sources if s.fate is Fate.MASKED),
+            output_dropped=b.output_dropped,
+        )
         committed.append(done)
         if b.output_dropped:
             await discard_outputs(store, [b.done])  # every row deleted: the add was left out
@@ -377,6 +404,8 @@ async def commit_bins(
             remapped_sources=done.remapped_sources,
             masked_sources=done.masked_sources,
             remapped_positions=done.remapped_positions,
+            masked_positions=done.masked_positions,
+            files_removed=len(done.removed),
         )
     log.info(
         "bins_committed",

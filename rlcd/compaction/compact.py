@@ -19,8 +19,10 @@ import anyio
 import structlog
 
 from rlcd._tasks import gather
+from rlcd.compaction.classify import SOURCE_COMPACTED
 from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.commit import (
+    BinCommitted,
     BinResult,
     CommitOutcome,
     commit_bins,
@@ -72,6 +74,9 @@ class FailureKind(enum.Enum):
     """The store failed: refused a request, or kept failing through the retries."""
     CONFLICT = "conflict"
     """Another writer's commit touched the bin's files, or the commit races were lost."""
+    SUPERSEDED = "superseded"
+    """Another compaction removed the bin's sources first (abort reason ``source_compacted``):
+    it did this bin's work, so nothing is wrong and nothing is left to do."""
     DATA = "data"
     """A source is corrupt, missing or unusable (names the file)."""
     INTERNAL = "internal"
@@ -120,20 +125,32 @@ class CompactionReport:
     """Commit puts tried (put-if-absent), the losing ones included."""
 
     @property
+    def superseded(self) -> bool:
+        """Some bins did not commit, and each lost only to another compaction of its files:
+        that one did the work, so the run failed at nothing."""
+        return bool(self.failed) and all(f.kind is FailureKind.SUPERSEDED for f in self.failed)
+
+    @property
+    def committed_results(self) -> tuple[BinCommitted, ...]:
+        """The committed bins' results, in commit order."""
+        return tuple(r for r in self.bin_results if isinstance(r, BinCommitted))
+
+    @property
     def files_removed(self) -> int:
-        return sum(len(b.bin.sources) for b in self.committed)
+        """Source files the commit removed: a source a winner removed first is not."""
+        return sum(len(r.removed) for r in self.committed_results)
 
     @property
     def files_added(self) -> int:
-        return sum(1 for b in self.committed if b.path is not None)
+        return sum(r.files_added for r in self.committed_results)
 
     @property
     def bytes_removed(self) -> int:
-        return sum(s.size for b in self.committed for s in b.bin.sources)
+        return sum(s.size for r in self.committed_results for s in r.removed)
 
     @property
     def bytes_added(self) -> int:
-        return sum(b.size for b in self.committed)
+        return sum(r.bytes_added for r in self.committed_results)
 
     @property
     def untagged(self) -> int:
@@ -317,7 +334,12 @@ async def compact_table(
         except StorageError as exc:
             raise await _failed_commit(store, snapshot.version, done, exc) from exc
     failed.extend(
-        BinFailure(r.done.bin, str(r.abort), FailureKind.CONFLICT) for r in outcome.aborted
+        BinFailure(
+            r.done.bin,
+            str(r.abort),
+            FailureKind.SUPERSEDED if r.abort.reason == SOURCE_COMPACTED else FailureKind.CONFLICT,
+        )
+        for r in outcome.aborted
     )
     return CompactionReport(
         store.root,

@@ -57,6 +57,8 @@ class TableHealth:
     last_compaction: float | None = None
     last_error: str | None = None
     last_error_time: float | None = None
+    last_run: tuple[str, ...] = ()
+    """The last compaction run in words: its summary, then one line per bin."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,13 @@ class Health:
         if not isinstance(status, str) or not isinstance(tables, dict):
             raise ValueError(f"not a /healthz answer: {data!r:.200}")
         try:
-            return cls(status, {uri: TableHealth(**t) for uri, t in tables.items()})
+            return cls(
+                status,
+                {
+                    uri: TableHealth(**{**t, "last_run": tuple(t.get("last_run", ()))})
+                    for uri, t in tables.items()
+                },
+            )
         except TypeError as exc:
             raise ValueError(f"not a /healthz answer: {exc}") from exc
 
@@ -92,10 +100,10 @@ class Health:
 class Metrics:
     """The daemon's metrics, in their own registry (:attr:`registry`).
 
-    The daemon calls :meth:`record_compaction` after each run, :meth:`observe_bin` as each bin
-    ends, :meth:`set_backlog` after each poll, :meth:`record_error` when a table fails,
-    :meth:`forget_table` when a reload drops one; :meth:`count_request` is a
-    :class:`~rlcd.storage.metered.MeteredStore` ``on_request`` hook.
+    The daemon calls :meth:`record_compaction` and :meth:`count_run` after each run,
+    :meth:`observe_bin` as each bin ends, :meth:`set_backlog` after each poll,
+    :meth:`record_error` when a table fails, :meth:`forget_table` when a reload drops one;
+    :meth:`count_request` is a :class:`~rlcd.storage.metered.MeteredStore` ``on_request`` hook.
     """
 
     def __init__(self) -> None:
@@ -118,6 +126,13 @@ class Metrics:
         )
         self.bins_aborted = self._counter(
             "rlcd_bins_aborted", "Bins that did not commit, by reason (outputs deleted)", "reason"
+        )
+        self.runs = self._counter(
+            "rlcd_compaction_runs",
+            "Compaction runs that ended, by outcome: committed, superseded (what did not commit "
+            "lost only to another compaction of the same files: no failure) or conflicted "
+            "(nothing committed); a run that raised is in rlcd_table_errors",
+            "outcome",
         )
         self.commit_attempts = self._counter(
             "rlcd_commit_attempts", "Commit puts tried (put-if-absent)"
@@ -202,6 +217,11 @@ class Metrics:
         if report.committed_version is not None:
             self.version.labels(table).set(report.committed_version)
             self.last_compaction.labels(table).set(now_s)
+
+    def count_run(self, table: str, outcome: str) -> None:
+        """A run of ``table`` ended with ``outcome`` (a :class:`~rlcd.daemon.schedule.RunOutcome`
+        value other than ``failed``)."""
+        self.runs.labels(table, outcome).inc()
 
     def observe_bin(self, seconds: float) -> None:
         """One bin ended (committed, aborted or failed) ``seconds`` after it started (not

@@ -139,6 +139,7 @@ class RunOutcome(Enum):
     """How a compaction run of a table ended, as the schedule cares."""
 
     COMMITTED = "committed"  # something committed (or there was nothing left to do)
+    SUPERSEDED = "superseded"  # what did not commit lost only to another compaction: done
     CONFLICTED = "conflicted"  # nothing committed: every bin lost to a concurrent writer
     FAILED = "failed"  # the run raised (reported through :meth:`Schedule.failed`)
 
@@ -216,7 +217,7 @@ class Schedule:
         if outcome is RunOutcome.FAILED:
             raise ValueError("report a failed run with Schedule.failed")
         old = replace(self.state(table), running=False, last_run=now)
-        if outcome is RunOutcome.COMMITTED:
+        if outcome in (RunOutcome.COMMITTED, RunOutcome.SUPERSEDED):  # no failure: no backoff
             return self._with(
                 table,
                 replace(

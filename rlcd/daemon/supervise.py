@@ -35,9 +35,10 @@ import anyio.to_thread
 import structlog
 
 from rlcd.compaction.cleanup import clean_table
-from rlcd.compaction.compact import CompactionReport, compact_table, plan_table
+from rlcd.compaction.compact import CompactionReport, FailureKind, compact_table, plan_table
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
+from rlcd.compaction.summary import bin_lines, run_summary
 from rlcd.daemon.config import DiscoverEntry, Settings, TablePolicy
 from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
 from rlcd.daemon.metrics import Health, Metrics, TableHealth
@@ -98,6 +99,10 @@ class TableStatus:
     last_error: str | None
     bins_committed: int
     bins_aborted: int
+    bins_superseded: int
+    """Bins that lost only to another compaction of their files (not failures)."""
+    last_run: tuple[str, ...]
+    """The last run in words: its summary, then each bin's outcome."""
 
 
 def trigger_for(policy: TablePolicy) -> Trigger:
@@ -118,6 +123,8 @@ class _Table:
         self.last_compaction_ms: int | None = None
         self.bins_committed = 0
         self.bins_aborted = 0
+        self.bins_superseded = 0
+        self.last_run: tuple[str, ...] = ()
         self.clean_at = -math.inf
         self.removed = False
 
@@ -210,6 +217,7 @@ class Supervisor:
                 else s.last_compaction_ms / 1000,
                 last_error=s.last_error,
                 last_error_time=self._errors_at.get(s.table) if s.last_error else None,
+                last_run=s.last_run,
             )
             for s in self.status()
         }
@@ -238,6 +246,8 @@ class Supervisor:
                     last_error=state.last_error,
                     bins_committed=t.bins_committed,
                     bins_aborted=t.bins_aborted,
+                    bins_superseded=t.bins_superseded,
+                    last_run=t.last_run,
                 )
             )
         return out
@@ -477,8 +487,11 @@ class Supervisor:
 
     def _finished(self, t: _Table, report: CompactionReport) -> None:
         # each bin's outcome is logged once, by the commit (``bin_committed``, ``bin_aborted``)
+        superseded = sum(1 for f in report.failed if f.kind is FailureKind.SUPERSEDED)
         t.bins_committed += len(report.committed)
-        t.bins_aborted += len(report.failed)
+        t.bins_aborted += len(report.failed) - superseded
+        t.bins_superseded += superseded
+        t.last_run = (run_summary(report), *bin_lines(report))
         if report.committed_version is not None:
             t.last_compaction_ms = self._wall_ms()
         log.info(
@@ -488,13 +501,19 @@ class Supervisor:
             read_version=report.read_version,
             bins_planned=len(report.planned),
             bins_committed=len(report.committed),
-            bins_failed=len(report.failed),
+            bins_failed=len(report.failed) - superseded,
+            bins_superseded=superseded,
             files_removed=report.files_removed,
             files_added=report.files_added,
         )
-        nothing = report.committed_version is None and bool(report.failed)
-        outcome = RunOutcome.CONFLICTED if nothing else RunOutcome.COMMITTED
+        if report.superseded:  # another compaction did the rest: no failure, no backoff
+            outcome = RunOutcome.SUPERSEDED
+        elif report.committed_version is None and report.failed:
+            outcome = RunOutcome.CONFLICTED
+        else:
+            outcome = RunOutcome.COMMITTED
         self._schedule = self._schedule.finished(
             t.name, outcome, now=self._clock(), draw=self._draw()
         )
+        self.metrics.count_run(t.name, outcome.value)
         self.metrics.record_compaction(t.name, report, now_s=self._wall_ms() / 1000)

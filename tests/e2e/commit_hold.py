@@ -14,16 +14,22 @@ path, and rlcd itself holds nothing.
 from __future__ import annotations
 
 import os
+import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+import anyio.to_thread
 
 from tests.contract.faultproxy import Fault, FaultProxy
+from tests.integration.races import Hold, RaceTable, local_table, s3_table
+
+if TYPE_CHECKING:  # the CLI subprocesses import this module: no pytest there
+    import pytest
 
 SITE = Path(__file__).resolve().parent / "holdsite"
 _ROOT = SITE.parents[2]  # the checkout: ``tests`` must import before ``-m`` adds the cwd
@@ -82,6 +88,67 @@ class ProxyHold:
 
     def release(self) -> None:
         self.proxy.release()
+
+
+_CREDENTIALS = {
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+}
+
+
+@dataclass
+class Side:
+    """The table, the hold for the CLI's commit put, and the CLI's environment additions."""
+
+    table: RaceTable
+    hold: CommitHold
+    env: dict[str, str]
+    logs: Path
+
+
+def sides(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
+    """A ``side`` fixture's body, for ``params=["local", "s3"]``: the race table on local
+    disk with a :class:`FileHold`, or on moto behind the fault proxy with a :class:`ProxyHold`."""
+    (tmp_path / "hold").mkdir()
+    if request.param == "local":
+        yield Side(local_table(tmp_path / "t"), FileHold(tmp_path / "hold"), {}, tmp_path)
+        return
+    endpoint = request.getfixturevalue("moto_endpoint")
+    table = s3_table(tmp_path, endpoint, request.getfixturevalue("s3_bucket"))
+    with FaultProxy(endpoint).running() as proxy:
+        yield Side(table, ProxyHold(proxy), _CREDENTIALS, tmp_path)
+
+
+@dataclass(frozen=True)
+class Done:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def losing_run(side: Side, args: list[str], winner: Hold) -> Done:
+    """``python -m rlcd ARGS`` whose commit put is held until ``winner`` committed."""
+    out, err = side.logs / "out", side.logs / "err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "rlcd", *args],
+            stdout=stdout,
+            stderr=stderr,
+            env={**os.environ, **side.env, **side.hold.env()},
+        )
+        async with process:  # waited for whatever happens (killed when cancelled)
+            try:
+                held = await anyio.to_thread.run_sync(side.hold.wait_held, 120)
+                if held:
+                    await winner()
+            finally:
+                side.hold.release()
+            with anyio.fail_after(120):
+                code = await process.wait()
+    done = Done(code, out.read_text(), err.read_text())
+    assert held, done
+    return done
 
 
 def install(folder: str) -> None:

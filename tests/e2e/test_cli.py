@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import in_command, rlcd
-from tests.integration.tables import S3Mirror, delta_rs_rows, partitioned
+from tests.integration.tables import S3Mirror, append, batch, delta_rs_rows, partitioned
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +27,9 @@ def test_dry_run_then_compact_then_verify(tmp_path: Path) -> None:
     rows = delta_rs_rows(tmp_path)
     done = rlcd("compact", str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert "committed version 8: 2 bins, 8 files" in done.stdout
+    assert "committed version 8: 8 files (" in done.stdout
+    assert "; 2 bins: 2 committed\n" in done.stdout
+    assert done.stdout.count(": committed: 4 files -> 1 file\n") == 2
     assert delta_rs_rows(tmp_path) == rows
     verified = rlcd("verify", tmp_path.as_uri())
     assert verified.returncode == 0, verified.stdout
@@ -224,7 +226,7 @@ def test_the_command_exits_without_teardown_but_with_all_its_output(
     stdout, stderr = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
     assert "torn down" not in stderr
     if code == 0:
-        assert stdout.endswith("\n") and "committed version 8: 2 bins, 8 files" in stdout
+        assert stdout.endswith("\n") and "committed version 8: 8 files (" in stdout
     else:
         assert "1MiB" in stderr and stdout == ""
 
@@ -260,7 +262,8 @@ def test_every_warning_appears_once(tmp_path: Path) -> None:
     victim.unlink()
     done = rlcd("compact", str(tmp_path))
     assert done.returncode == 1
-    assert done.stdout.count("not compacted") == 1 and victim.name in done.stdout
+    assert "; 2 bins: 1 committed, 1 failed\n" in done.stdout
+    assert done.stdout.count(": failed: data file is missing") == 1 and victim.name in done.stdout
     assert done.stderr == ""
     machine = rlcd("compact", str(tmp_path), "--log-format", "json")
     assert [json.loads(line)["event"] for line in machine.stderr.splitlines()] == ["bin_failed"]
@@ -274,3 +277,29 @@ def test_ambiguous_sizes_are_refused_and_real_units_honoured(tmp_path: Path) -> 
     for flag, shown in (("2MB", "1.9 MiB"), ("2MiB", "2.0 MiB")):
         plan = rlcd("compact", str(tmp_path), "--target-size", flag, "--dry-run")
         assert plan.returncode == 0 and f"(target {shown})" in plan.stdout, plan.stderr
+
+
+def test_partitions_read_in_the_tables_column_order(tmp_path: Path) -> None:
+    """Files whose log entries list their partition values in different orders are printed
+    alike, in the table's partition column order (region before day), in the plan and in the
+    report of each bin."""
+    for i in range(8):
+        region, day = ["us", "eu"][i % 2], "2026-11-30"
+        extra = {"region": [region] * 50, "day": [day] * 50}
+        append(tmp_path, batch(i * 50, 50, **extra), partition_by=["region", "day"])
+    for commit in sorted((tmp_path / "_delta_log").glob("*.json"))[1::2]:  # reorder half
+        lines = [json.loads(line) for line in commit.read_text().splitlines()]
+        for line in lines:
+            if "add" in line:
+                values = line["add"]["partitionValues"]
+                line["add"]["partitionValues"] = dict(reversed(values.items()))
+        commit.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for args in (["--dry-run"], []):
+        done = rlcd("compact", str(tmp_path), *args)
+        assert done.returncode == 0, done.stderr
+        bins = [line for line in done.stdout.splitlines() if line.startswith("  bin ")]
+        assert len(bins) == 2, done.stdout
+        assert all(
+            "  region=eu, day=2026-11-30: " in b or "  region=us, day=2026-11-30: " in b
+            for b in bins
+        ), done.stdout

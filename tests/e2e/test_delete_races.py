@@ -12,19 +12,14 @@ table.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import pytest
 
 from rlcd.compaction.delete import delete_where
 from rlcd.delta.actions import CommitInfo
-from tests.contract.faultproxy import FaultProxy
-from tests.e2e.commit_hold import CommitHold, FileHold, ProxyHold
+from tests.e2e.commit_hold import Done, Side, losing_run, sides
 from tests.integration.races import (
     ROWS,
     Hold,
@@ -37,73 +32,23 @@ from tests.integration.races import (
     insert,
     judge,
     last_commit,
-    local_table,
     rlcd_files,
-    s3_table,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e, pytest.mark.integration]
 
 ALL = range(4 * ROWS)
-_CREDENTIALS = {
-    "AWS_REGION": "us-east-1",
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-}
-
-
-@dataclass
-class Side:
-    """The table, the hold for the CLI's commit put, and the CLI's environment additions."""
-
-    table: RaceTable
-    hold: CommitHold
-    env: dict[str, str]
-    logs: Path
 
 
 @pytest.fixture(params=["local", "s3"])
 def side(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Side]:
-    (tmp_path / "hold").mkdir()
-    if request.param == "local":
-        yield Side(local_table(tmp_path / "t"), FileHold(tmp_path / "hold"), {}, tmp_path)
-        return
-    endpoint = request.getfixturevalue("moto_endpoint")
-    table = s3_table(tmp_path, endpoint, request.getfixturevalue("s3_bucket"))
-    with FaultProxy(endpoint).running() as proxy:
-        yield Side(table, ProxyHold(proxy), _CREDENTIALS, tmp_path)
-
-
-@dataclass(frozen=True)
-class Done:
-    code: int
-    stdout: str
-    stderr: str
+    yield from sides(request, tmp_path)
 
 
 async def losing_delete(side: Side, where: str, winner: Hold) -> Done:
     """``python -m rlcd delete TABLE --where ...`` whose commit put is held until ``winner``
     committed."""
-    out, err = side.logs / "out", side.logs / "err"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "rlcd", "delete", side.table.uri, "--where", where],
-            stdout=stdout,
-            stderr=stderr,
-            env={**os.environ, **side.env, **side.hold.env()},
-        )
-        async with process:  # waited for whatever happens (killed when cancelled)
-            try:
-                held = await anyio.to_thread.run_sync(side.hold.wait_held, 120)
-                if held:
-                    await winner()
-            finally:
-                side.hold.release()
-            with anyio.fail_after(120):
-                code = await process.wait()
-    done = Done(code, out.read_text(), err.read_text())
-    assert held, done
-    return done
+    return await losing_run(side, ["delete", side.table.uri, "--where", where], winner)
 
 
 async def read_version_of_last_commit(table: RaceTable) -> int:

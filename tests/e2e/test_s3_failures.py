@@ -69,5 +69,6 @@ def test_access_denied_on_data_writes_is_a_storage_failure(
     proxy.inject(Fault.FORBIDDEN, times=None, method="PUT", contains=".zstd.parquet")
     code, out, err = _compact(uri, proxy)
     assert code == 4, (out, err)
-    assert out.count("not compacted") == 2 and "AccessDenied" in out
+    assert out.count(": failed: put ") == 2 and "AccessDenied" in out
+    assert ": nothing committed; 2 bins: 2 failed\n" in out
     assert _keys(moto_endpoint, s3_bucket) == before

@@ -48,11 +48,15 @@ def _under(names: set[str], packages: tuple[str, ...]) -> set[str]:
 
 def test_help_imports_neither_s3_nor_arrow() -> None:
     """``rlcd --help`` imports no aiobotocore, aiohttp or botocore, no pyarrow and no
-    compaction module but the pure policy (its codecs and sizes, no dependencies): it reads its
-    arguments before loading any of them."""
+    compaction module but the pure policy (its codecs and sizes, no dependencies) and the
+    reports' words: it reads its arguments before loading any of them."""
     names = imported("--help")
     assert _under(names, (*S3_STACK, "pyarrow", "numpy")) == set()
-    assert _under(names, ("rlcd.compaction",)) <= {"rlcd.compaction", "rlcd.compaction.policy"}
+    assert _under(names, ("rlcd.compaction",)) <= {
+        "rlcd.compaction",
+        "rlcd.compaction.policy",
+        "rlcd.compaction.words",
+    }
 
 
 def test_help_sets_up_no_logging_and_opens_no_store() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlcd.cli.main import exit_code
+from rlcd.cli.exit_codes import exit_code
 from rlcd.compaction.compact import CompactionReport, FailureKind, compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.names import rlcd_file_uuid

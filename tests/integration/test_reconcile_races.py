@@ -202,7 +202,8 @@ async def test_loses_to_a_copy_on_write_delete(make: Callable[..., RaceTable]) -
     metrics = await _metrics(table)
     assert (metrics["numReconciledSources"], metrics["numMaskedPositions"]) == ("1", str(ROWS))
     removed = [a for a in await last_commit(table) if isinstance(a, RemoveFile)]
-    assert len(removed) == 3
+    assert len(removed) == 3 == report.files_removed, "the masked source is not removed"
+    assert report.bytes_removed == sum(r.size for r in removed) and report.files_added == 1
     await _assert_tags(table, paths, [0, 2 * ROWS, 3 * ROWS], [])
     await judge(table, set(ALL) - {ROWS + 5})
 

@@ -33,6 +33,15 @@ async def _status(config: Path) -> int:
     return await print_status(argparse.Namespace(config=str(config), instance=None))
 
 
+LAST_RUN = (
+    "committed version 3: 3 files removed -> 1 file added; 2 bins: 1 reconciled by mask, "
+    "1 superseded",
+    "bin 1a  region=eu: reconciled by mask: 1 source masked (20 positions): 3 of 4 files -> 1 file",
+    "bin 2b  region=us: superseded (another compaction did its work): source_compacted: version 2 "
+    "removed b",
+)
+
+
 def _blocks(out: str) -> dict[str, list[str]]:
     """Each table's lines of the status output, by its first line (the table's URI)."""
     blocks: dict[str, list[str]] = {}
@@ -84,8 +93,8 @@ async def test_a_discover_prefix_that_holds_nothing_is_named(
 async def test_the_last_error_comes_from_the_running_daemon(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Each table's line shows the last error the daemon's /healthz reports for it ("none"
-    for a table without one)."""
+    """Each table's line shows the last error and the last run the daemon's /healthz reports
+    for it, the run's bins one a line ("none" for a table without either)."""
     async with anyio.create_task_group() as tg:
         health = Health("ok", {})
         _, port = await tg.start(serve_metrics, Metrics(), lambda: health, ("127.0.0.1", 0))
@@ -95,12 +104,19 @@ async def test_the_last_error_comes_from_the_running_daemon(
             "ok",
             {
                 failing: TableHealth(version=2, last_error="access denied", last_error_time=5),
-                fine: TableHealth(version=2),
+                fine: TableHealth(version=2, last_run=LAST_RUN),
             },
         )
         assert await _status(config) == 0
         tg.cancel_scope.cancel()
     blocks = _blocks(capsys.readouterr().out)
-    assert blocks[failing][-1] == "last error: access denied"
-    assert blocks[fine][-1] == "last error: none"
+    assert blocks[failing][-2:] == [
+        "last error: access denied",
+        "daemon's last run: none since the daemon started",
+    ]
+    assert blocks[fine][-4:] == [
+        "last error: none",
+        f"daemon's last run: {LAST_RUN[0]}",
+        *LAST_RUN[1:],
+    ]
     assert set(blocks) == {failing, fine}

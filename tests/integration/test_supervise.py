@@ -1,5 +1,6 @@
 """The supervisor in process on local tables: a failing table is reported and backs off
-without stopping the others; a run honours the shared limits; a bin's duration is its own."""
+without stopping the others; a run honours the shared limits; a bin's duration is its own; a
+run superseded by another compaction is no failure."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from rlcd.compaction.compact import compact_table
+from rlcd.compaction.policy import CompactionPolicy
 from rlcd.daemon.config import parse_settings
 from rlcd.daemon.supervise import Limits, Supervisor
 from rlcd.storage import LocalStore
 from rlcd.storage.uri import TableUri
+from tests.integration.races import HoldingStore
 from tests.integration.tables import append, batch, delta_rs_rows, live_files, partitioned
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -154,3 +158,38 @@ async def test_a_bins_duration_runs_from_its_own_start(tmp_path: Path) -> None:
     registry = supervisor.metrics.registry
     assert registry.get_sample_value("rlcd_bin_duration_seconds_count") == 2
     assert registry.get_sample_value("rlcd_bin_duration_seconds_sum") == 80.0
+
+
+async def test_a_run_superseded_by_another_compaction_is_no_failure(tmp_path: Path) -> None:
+    """Another compaction of the same files commits while the daemon's run holds its commit:
+    the run is counted as superseded (its bin too), not as an abort or a table failure, and
+    /healthz says what became of the bin."""
+    path = tmp_path / "tables" / "t"
+    for i in range(3):
+        append(path, batch(i * 10, 10))
+    before = delta_rs_rows(path)
+
+    async def other_compaction() -> None:
+        async with LocalStore(str(path)) as store:
+            assert (await compact_table(store, CompactionPolicy())).committed_version == 3
+
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    holding = HoldingStore(LocalStore(str(path)), [other_compaction])
+    supervisor = Supervisor(
+        settings,
+        store_for=lambda uri: holding if uri.prefix == str(path) else LocalStore(uri.prefix),  # type: ignore[arg-type,return-value]
+        limits=Limits.of(settings),
+    )
+    await supervisor.run(once=True)
+    assert not holding.holds, "the other compaction ran"
+    assert live_files(path) == 1 and delta_rs_rows(path) == before
+    (status,) = supervisor.status()
+    assert (status.bins_committed, status.bins_aborted, status.bins_superseded) == (0, 0, 1)
+    assert status.last_error is None and supervisor.failures() == ()
+    summary, line = supervisor.health().tables[status.table].last_run
+    assert summary == "nothing committed of 1 bin: 1 superseded"
+    assert ": superseded (another compaction did its work): source_compacted: version 3" in line
+    registry = supervisor.metrics.registry
+    runs = {"table": status.table, "outcome": "superseded"}
+    assert registry.get_sample_value("rlcd_compaction_runs_total", runs) == 1
+    assert registry.get_sample_value("rlcd_table_errors_total", {"table": status.table}) is None

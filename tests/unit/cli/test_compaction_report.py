@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from rlcd.cli.report import print_compaction, print_plan
 from rlcd.compaction.cleanup import CleanupReport
 from rlcd.compaction.compact import CompactionReport
@@ -44,22 +46,22 @@ def test_null_partitions_read_as_is_null() -> None:
         assert "part IS NULL: 2 files" in text and "None" not in text
 
 
-def test_removed_leftovers_get_one_line_and_none_get_nothing() -> None:
-    """The leftovers a run removed (or would remove) are one line; a clean table adds none."""
+@pytest.mark.parametrize(
+    ("table", "unfinished"),
+    [("file:///t", "2 temp files"), ("s3://bucket/t", "2 unfinished uploads")],
+)
+def test_removed_leftovers_get_one_line_and_none_get_nothing(table: str, unfinished: str) -> None:
+    """The leftovers a run removed (or would remove) are one line, unfinished writes named as
+    the store has them; a clean table adds none."""
     cleanup = CleanupReport(
-        "file:///t",
+        table,
         3600.0,
         deleted=(ObjectMeta("a.parquet", 2048, 0),),
         aborted=(PendingUpload("b.parquet", "u", 0), PendingUpload("c.parquet", "u", 0)),
     )
     out = io.StringIO()
-    print_compaction(CompactionReport("file:///t", 3, CompactionPolicy(), (), cleanup=cleanup), out)
+    print_compaction(CompactionReport(table, 3, CompactionPolicy(), (), cleanup=cleanup), out)
     assert out.getvalue().splitlines()[1:] == [
         "  removed leftovers of earlier runs older than 1h: 1 uncommitted file (2.0 KiB), "
-        "2 unfinished uploads"
+        f"{unfinished}"
     ]
-    dry = CleanupReport("file:///t", 90.0, dry_run=True, deleted=cleanup.deleted)
-    assert "would remove leftovers of earlier runs older than 90s" in _plan(
-        _bin("a", "x.parquet"), cleanup=dry
-    )
-    assert "leftovers" not in _plan(_bin("a", "x.parquet"), cleanup=CleanupReport("t", 3600.0))

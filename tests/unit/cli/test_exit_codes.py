@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlcd.cli.main import exit_code, worst_exit_code
+from rlcd.cli.exit_codes import exit_code, worst_exit_code
 from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
@@ -41,10 +41,15 @@ def _report(*kinds: FailureKind) -> CompactionReport:
         ((FailureKind.INTERNAL,), 1),
         ((FailureKind.STORAGE,), 4),
         ((FailureKind.DATA, FailureKind.STORAGE, FailureKind.CONFLICT), 4),
+        ((FailureKind.SUPERSEDED,), 5),
+        ((FailureKind.SUPERSEDED, FailureKind.SUPERSEDED), 5),
+        ((FailureKind.SUPERSEDED, FailureKind.CONFLICT), 1),
+        ((FailureKind.SUPERSEDED, FailureKind.STORAGE), 4),
     ],
 )
 def test_storage_wins_over_every_other_failure(kinds: tuple[FailureKind, ...], code: int) -> None:
-    """No failure is 0; conflicts, bad data and bugs are 1; any storage failure makes it 4."""
+    """No failure is 0; conflicts, bad data and bugs are 1; any storage failure makes it 4;
+    bins that lost only to another compaction are 5, which any real failure outranks."""
     assert exit_code(_report(*kinds)) == code
 
 

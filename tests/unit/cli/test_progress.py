@@ -6,6 +6,8 @@ import io
 
 from rlcd.cli.progress import BinProgress
 from rlcd.cli.report import human_bytes
+from rlcd.compaction.plan import Bin
+from rlcd.delta.actions import AddFile
 
 
 class Terminal(io.StringIO):
@@ -13,19 +15,38 @@ class Terminal(io.StringIO):
         return True
 
 
+def _bin(name: str) -> Bin:
+    sources = (AddFile(path=f"{name}1", size=1), AddFile(path=f"{name}2", size=1))
+    return Bin({}, sources, 2, purges_dvs=False, needs_footer_counts=False)
+
+
 def test_progress_on_a_terminal_only() -> None:
     """A TTY gets one line rewritten in place; a pipe gets nothing."""
     tty, pipe = Terminal(), io.StringIO()
     for stream in (tty, pipe):
         progress = BinProgress(stream)
-        progress.start([object(), object()])
-        progress.advance(None)
-        progress.advance(None)
+        bins = [_bin("a"), _bin("b")]
+        progress.start(bins)
+        progress.advance(bins[0])
+        progress.advance(bins[1])
         progress.finish()
     assert tty.getvalue() == (
         "\rcompacting: 0/2 bins\rcompacting: 1/2 bins\rcompacting: 2/2 bins\n"
     )
     assert pipe.getvalue() == ""
+
+
+def test_in_flight_counts_the_bins_started_and_not_ended() -> None:
+    """A bin waiting for its slot is not in flight; one that failed before it started (ended,
+    never begun) neither."""
+    progress = BinProgress(io.StringIO())
+    bins = [_bin(name) for name in "abcde"]
+    progress.start(bins)
+    for b in bins[:3]:
+        progress.begin(b)
+    progress.advance(bins[0])
+    progress.advance(bins[4])  # failed before its start
+    assert (progress.total, progress.done, progress.in_flight) == (5, 2, 2)
 
 
 def test_human_bytes() -> None:

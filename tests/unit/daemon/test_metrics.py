@@ -51,7 +51,7 @@ def report() -> CompactionReport:
         committed=(ok, remapped),
         failed=(
             BinFailure(broken, "get h: not found", FailureKind.STORAGE),
-            BinFailure(lost.bin, str(abort), FailureKind.CONFLICT),
+            BinFailure(lost.bin, str(abort), FailureKind.SUPERSEDED),
         ),
         bin_results=(
             BinCommitted(ok),
@@ -95,6 +95,48 @@ def test_a_report_becomes_files_bytes_bins_and_conflicts() -> None:
     assert conflicts == {"source_compacted": 1, "reconciled_by_remap": 1}
     assert got[("rlcd_table_version", t)] == 9
     assert got[("rlcd_table_last_compaction_timestamp_seconds", t)] == 1_700_000_000.0
+
+
+def test_a_masked_source_is_not_counted_as_compacted() -> None:
+    """A source a winner removed before the commit (masked) is not one the commit removed;
+    an output whose every row was deleted is not one it added."""
+    masked = written(small_bin("a", "b", "c"), 2500)
+    dropped = written(small_bin("d", "e"), 1500)
+    m = Metrics()
+    results = (
+        BinCommitted(masked, masked_sources=1, masked_positions=5, masked=frozenset({"b"})),
+        BinCommitted(dropped, masked_sources=2, masked=frozenset({"d", "e"}), output_dropped=True),
+    )
+    done = CompactionReport(
+        T,
+        7,
+        CompactionPolicy(),
+        (masked.bin, dropped.bin),
+        committed_version=8,
+        committed=(masked, dropped),
+        bin_results=results,
+    )
+    m.record_compaction(T, done, now_s=1.0)
+    got = samples(m)
+    t = (("table", T),)
+    assert (done.files_removed, done.bytes_removed, done.files_added) == (2, 2000, 1)
+    assert got[("rlcd_compacted_files_total", t)] == 2
+    assert got[("rlcd_compacted_bytes_total", t)] == 2000
+    assert got[("rlcd_written_files_total", t)] == 1
+    assert got[("rlcd_written_bytes_total", t)] == 2500
+
+
+def test_runs_are_counted_by_outcome() -> None:
+    """A run superseded by another compaction is counted apart from conflicted ones."""
+    m = Metrics()
+    for outcome in ("committed", "superseded", "superseded", "conflicted"):
+        m.count_run(T, outcome)
+    runs = {
+        dict(k[1])["outcome"]: v
+        for k, v in samples(m).items()
+        if k[0] == "rlcd_compaction_runs_total"
+    }
+    assert runs == {"committed": 1, "superseded": 2, "conflicted": 1}
 
 
 def test_a_dry_run_counts_nothing() -> None:
@@ -157,7 +199,15 @@ def test_metric_names_follow_prometheus_conventions() -> None:
 
 
 def health() -> Health:
-    return Health("ok", {T: TableHealth(version=8, last_error="access denied", last_error_time=2)})
+    last_run = ("committed version 9: 5 files removed -> 2 files added; 4 bins: ...", "bin 1 ...")
+    return Health(
+        "ok",
+        {
+            T: TableHealth(
+                version=8, last_error="access denied", last_error_time=2, last_run=last_run
+            )
+        },
+    )
 
 
 @pytest.mark.anyio
@@ -185,6 +235,7 @@ async def test_the_endpoints_answer_on_the_event_loop() -> None:
                 "last_compaction": None,
                 "last_error": "access denied",
                 "last_error_time": 2,
+                "last_run": list(health().tables[T].last_run),
             }
         },
     }

@@ -168,3 +168,13 @@ def test_removed_tables_are_forgotten() -> None:
     """retain keeps only the tables still configured."""
     s = observed(("a", backlog(5)), ("b", backlog(5))).retain(["b"])
     assert list(s.tables) == ["b"]
+
+
+def test_a_superseded_run_is_no_failure() -> None:
+    """A run whose bins lost only to another compaction clears the backoff like a commit: the
+    files were compacted, by the other one."""
+    s = observed(("t", backlog(5)))
+    s = s.started("t").finished("t", RunOutcome.CONFLICTED, now=0, draw=0.5)
+    assert s.state("t").failures == 1
+    s = s.started("t").finished("t", RunOutcome.SUPERSEDED, now=50, draw=0.5)
+    assert s.state("t").failures == 0 and s.state("t").retry_at < 50

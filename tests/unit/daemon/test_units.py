@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlcd.cli.main import EXIT_USAGE
+from rlcd.cli.exit_codes import EXIT_USAGE
 from rlcd.compaction.policy import parse_duration
 from rlcd.daemon.config import DaemonSettings
 
