@@ -4,36 +4,34 @@ pyarrow's writer tries a dictionary on every column and abandons it once it outg
 dictionary page limit: on high-cardinality columns (ids, amounts, timestamps) it builds a
 dictionary only to throw it away, and it never uses the encodings that suit sorted integers.
 From the first row group to be written (its values, sampled) and the footers of the sources
-read so far (their dictionary page sizes), :func:`choose_encodings` picks, per top-level
-column of a primitive type:
+read so far (their dictionary page sizes), :func:`choose_encodings` estimates, per top-level
+column of a primitive type, the bytes of each encoding it considers:
 
-- a dictionary only where the cardinality makes it pay: the distinct values, estimated for the
-  whole row group (:func:`distinct_estimate`), fit in the dictionary page limit and repeat (at
-  least twice on average); never when a source's own dictionary page already exceeds the limit;
-- ``DELTA_BINARY_PACKED`` for integers, dates, timestamps and decimals of up to 18 digits (stored
-  as INT32 or INT64) whose consecutive values are close (sorted or nearly so): the size the
-  encoder would need, estimated as it packs (the bit width of the deltas in each miniblock of
-  32), is at most half the plain size;
-- plain otherwise.
+- a dictionary, unless a source's own dictionary page already exceeds the dictionary page
+  limit: its page (the distinct values, estimated for the whole row group by
+  :func:`distinct_estimate`) and its indices at their bit width;
+- ``DELTA_BINARY_PACKED`` for integers, dates, timestamps and decimals of up to 18 digits
+  (stored as INT32 or INT64): the size the encoder would need, estimated as it packs (the bit
+  width of the deltas in each miniblock of 32);
+- plain.
 
-Nested columns and booleans keep the conservative choice (a dictionary while it stays small).
+Of the encodings estimated no larger than plain, it chooses the smallest that pays: a
+dictionary whose page fits the limit and whose values repeat (at least twice on average),
+delta packing that at least halves the plain size; plain where neither does. So sorted or
+nearly sorted integers that repeat are delta-packed rather than given a dictionary. Nested
+columns and booleans keep the conservative choice (a dictionary while it stays small).
 
-An estimate cannot tell how well the codec compresses the plain values, and where they repeat
-in long sequences (tiled or periodic data, such as the fixture bench shape's) it compresses
-them smaller than the dictionary's indices, at a fraction of the CPU that hashing every value
-costs. So :func:`plan_file` encodes each column for which a dictionary was chosen (or kept),
-from the first row group, both ways with the file's codec, and keeps the dictionary only where
-it is smaller (:func:`trial_encoded_bytes`). Measured per column on ten 100k-row groups (zstd):
-the fixture shape's low-cardinality columns 7-30 ms and 10-1005 KB plain against 14-80 ms and
-13-2989 KB with a dictionary; the skewed shape's randomly drawn ones (country, status, amount)
-stay smaller with one (440 KB against 908, 1835 against 2363).
+An estimate cannot tell how well the codec compresses each encoding: where plain values repeat
+in long sequences (tiled or periodic data) the codec compresses them smaller than a
+dictionary's indices, and a dictionary's indices and delta-packed deltas compress unlike their
+bit widths say. So :func:`plan_file` encodes each column whose estimates leave more than one
+encoding in contention (any estimated smaller than plain), from the first row group, each such
+way with the file's codec, and keeps the smallest (:func:`trial_encoded_bytes`).
 
 :func:`plan_file` also sizes the file's row groups: larger where that makes a dictionary pay on
-the column holding most of the bytes. On the skewed bench shape (~280-byte comments drawn from
-50,000) an 8 MiB row group sees each comment less than once, a 64 MiB one about three times:
-with the dictionary, encoding one 1.25M-row output in 256k-row groups took ~40% less CPU
-than in 33k-row ones without (1.1-1.2 s against 1.8-1.9 s) and its file 40% less space (85 ->
-51 MiB).
+the column holding most of the bytes (values of a few hundred bytes drawn from tens of
+thousands repeat too seldom in a small row group), but only where the file goes on past its
+first row group: a bin that ends within it is planned on its own rows.
 
 Only encodings every reader of Delta tables reads: Spark 3.3+ (its vectorized reader, the
 default), delta-rs, the Delta kernel, polars, DuckDB, Trino. ``BYTE_STREAM_SPLIT`` is therefore
@@ -43,7 +41,7 @@ fails with "Unsupported encoding: BYTE_STREAM_SPLIT".
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -89,7 +87,11 @@ class EncodingChoice:
     column: str
     encoding: str
     reason: str
-    dictionary_bytes: int = 0  # a chosen dictionary's estimated page size
+    dictionary_bytes: int = 0
+    """The estimated page size of a dictionary chosen, or left in contention."""
+    contenders: tuple[str, ...] = ()
+    """The encodings a trial on the data is to choose between (the chosen one among them);
+    none where the estimates settle it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +107,13 @@ class ColumnEncodings:
 
     @property
     def dictionary_page_limit(self) -> int:
-        """pyarrow's ``dictionary_pagesize_limit``: twice the largest chosen dictionary's
-        estimate (room for a sample that saw too few values), within the limits above."""
-        largest = max((c.dictionary_bytes for c in self.choices), default=0)
+        """pyarrow's ``dictionary_pagesize_limit`` for the chosen dictionaries."""
+        return self.page_limit(c.dictionary_bytes for c in self.choices if c.encoding == DICTIONARY)
+
+    def page_limit(self, estimates: Iterable[int]) -> int:
+        """The dictionary page limit for dictionaries of these estimated page sizes: twice the
+        largest (room for a sample that saw too few values), within the limits above."""
+        largest = max(estimates, default=0)
         return max(self.small_dictionary, min(2 * largest, self.dictionary_limit))
 
     @property
@@ -160,10 +166,12 @@ def plan_file(
     groups of that size, or of ``grown_bytes`` (at most ``max_rows`` rows) where a column
     holding at least half the bytes takes a dictionary only in the larger row group (its
     values repeat, too few times in the smaller one to pay). Such a column is what the file's
-    encoding time goes into, and a dictionary spares it most of the compression. A chosen
-    dictionary may take a quarter of the row group's bytes. A column given a dictionary at the
-    first row group's own size keeps it only where it encodes smaller than plain with
-    ``codec`` (see the module header)."""
+    encoding time goes into, and a dictionary spares it most of the compression. A
+    ``grown_bytes`` no larger than ``row_group_bytes`` says the file ends within its first row
+    group: its estimates are then made for its own rows, never for a row group it will not
+    fill. A chosen dictionary may take a quarter of the row group's bytes. A column whose
+    estimates leave encodings in contention gets, of those, the one that encodes its first row
+    group smallest with ``codec`` (see the module header)."""
     here = choose_encodings(
         first_row_group,
         footers,
@@ -172,7 +180,7 @@ def plan_file(
     )
     plan = FilePlan(here, row_group_bytes)
     rows = min(max_rows, first_row_group.num_rows * grown_bytes // max(1, first_row_group.nbytes))
-    if rows > first_row_group.num_rows:
+    if grown_bytes > row_group_bytes and rows > first_row_group.num_rows:
         grown = choose_encodings(
             first_row_group,
             footers,
@@ -195,37 +203,45 @@ def plan_file(
 def _tried(
     plan: FilePlan, here: ColumnEncodings, first_row_group: pa.Table, codec: str, page_rows: int
 ) -> FilePlan:
-    """``plan`` with plain instead of each dictionary that the first row group encodes no
-    smaller with (one given at that row group's own size: where only a grown row group makes
-    it pay, the first one cannot tell)."""
-    tried = {
-        c.column
+    """``plan`` with, for each column that has contenders, the one that encodes the first row
+    group smallest; within :data:`_TIE` of it, the cheaper to write (plain, then delta packing,
+    then a dictionary, which hashes every value). Only where the plan's choice is the first
+    row group's own: where only a grown row group makes a dictionary pay, the first one cannot
+    tell."""
+    trial = {
+        c.column: (c, small)
         for c, small in zip(plan.encodings.choices, here.choices, strict=True)
-        if c.encoding == DICTIONARY == small.encoding
+        if c.encoding == small.encoding and len(small.contenders) > 1
     }
-    limit = plan.encodings.dictionary_page_limit
-    plain: dict[str, tuple[int, int]] = {}
-    for field, column in zip(first_row_group.schema, first_row_group.columns, strict=True):
-        leaves = list(leaf_paths(field))
-        if tried.intersection(leaves):
-            sizes = trial_encoded_bytes(field, column, codec, limit, page_rows)
-            plain.update(
-                (leaf, size)
-                for leaf, size in zip(leaves, sizes, strict=True)
-                if leaf in tried and size[1] <= size[0]
-            )
-    choices = tuple(
-        c
-        if c.column not in plain
-        else EncodingChoice(
-            c.column,
-            PLAIN,
-            f"{c.reason}; plain encodes no larger ({plain[c.column][1]} B against"
-            f" {plain[c.column][0]} B with a dictionary)",
-        )
-        for c in plan.encodings.choices
-    )
     encodings = plan.encodings
+    chosen = [c.dictionary_bytes for c in encodings.choices if c.encoding == DICTIONARY]
+    tried: dict[str, EncodingChoice] = {}
+    for field, column in zip(first_row_group.schema, first_row_group.columns, strict=True):
+        leaves = [trial[leaf][1] for leaf in leaf_paths(field) if leaf in trial]
+        if not leaves:
+            continue
+        ways = [e for e in _CHEAPEST_FIRST if any(e in c.contenders for c in leaves)]
+        limit = encodings.page_limit([*chosen, *(c.dictionary_bytes for c in leaves)])
+        sizes = trial_encoded_bytes(field, column, codec, limit, page_rows, ways)
+        by_leaf = dict(zip(leaf_paths(field), sizes, strict=True))
+        for leaf in leaves:
+            weighed = [
+                (size, e)
+                for e, size in zip(ways, by_leaf[leaf.column], strict=True)
+                if e in leaf.contenders
+            ]
+            smallest = min(size for size, _ in weighed)
+            best = next(e for size, e in weighed if size <= smallest * (1 + _TIE))
+            measured = ", ".join(f"{e} {size} B" for size, e in weighed)
+            tried[leaf.column] = EncodingChoice(
+                leaf.column,
+                best,
+                f"{leaf.reason}; tried with {codec}: {measured}",
+                max(leaf.dictionary_bytes, trial[leaf.column][0].dictionary_bytes)
+                if best == DICTIONARY
+                else 0,
+            )
+    choices = tuple(tried.get(c.column, c) for c in encodings.choices)
     tried_encodings = ColumnEncodings(
         choices, encodings.small_dictionary, encodings.dictionary_limit
     )
@@ -233,20 +249,29 @@ def _tried(
 
 
 def trial_encoded_bytes(
-    field: pa.Field, column: pa.ChunkedArray, codec: str, dictionary_limit: int, page_rows: int
-) -> list[tuple[int, int]]:
+    field: pa.Field,
+    column: pa.ChunkedArray,
+    codec: str,
+    dictionary_limit: int,
+    page_rows: int,
+    encodings: Sequence[str] = (DICTIONARY, PLAIN),
+) -> list[tuple[int, ...]]:
     """The bytes of each leaf column chunk of ``field`` (its values ``column``) compressed with
-    ``codec``: with a dictionary (of at most ``dictionary_limit`` bytes, as the file's writer
-    builds it) and plain, in :func:`leaf_paths` order. Statistics are left out of both: they
-    would weigh the same."""
+    ``codec``, in :func:`leaf_paths` order: one size per encoding of ``encodings``, in their
+    order (a dictionary of at most ``dictionary_limit`` bytes, as the file's writer builds it;
+    ``DELTA_BINARY_PACKED`` applies to every leaf). Statistics are left out: they would weigh
+    the same."""
     table = pa.Table.from_arrays([column], schema=pa.schema([field]))
     chunks = []
-    for dictionary in (True, False):
+    for encoding in encodings:
         writer = pq.ParquetWriter(
             pa.BufferOutputStream(),
             table.schema,
             compression=codec,
-            use_dictionary=dictionary,
+            use_dictionary=encoding == DICTIONARY,
+            column_encoding=None
+            if encoding == DICTIONARY
+            else dict.fromkeys(leaf_paths(field), encoding),
             dictionary_pagesize_limit=dictionary_limit,
             write_statistics=False,
             use_compliant_nested_type=True,
@@ -281,7 +306,12 @@ def choose_encodings(
         t = field.type
         if pa.types.is_nested(t) or pa.types.is_boolean(t) or rows == 0:
             choices.extend(
-                EncodingChoice(path, DICTIONARY, "kept: dictionary while it stays small")
+                EncodingChoice(
+                    path,
+                    DICTIONARY,
+                    "kept: dictionary while it stays small",
+                    contenders=(PLAIN, DICTIONARY),
+                )
                 for path in leaf_paths(field)
             )
             continue
@@ -297,34 +327,58 @@ def _choose(
     footers: Sequence[pq.FileMetaData],
     dictionary_limit: int,
 ) -> EncodingChoice:
+    """The choice for a flat column (see the module header), and its contenders: plain and the
+    encodings estimated no larger."""
     sample = pa.chunked_array(blocks, t)
     live = len(sample) - sample.null_count
     if live == 0:
         return EncodingChoice(name, PLAIN, "no values in the sample")
+    whole = rows * live // len(sample)
+    width = _value_bytes(t, sample, live)
+    plain = int(whole * width)
+    estimated = {PLAIN: plain}  # the bytes of each encoding still in contention
+    pays: list[str] = []
     largest = _largest_source_dictionary(name, footers)
     if largest > dictionary_limit:
-        dictionary = f"a source's dictionary page is {largest} bytes"
+        reason = f"a source's dictionary page is {largest} bytes"
+        dictionary_bytes = 0
     else:
-        whole = rows * live // len(sample)
         estimate = distinct_estimate(blocks, whole)
-        width = _value_bytes(t, sample, live)
-        size = int(estimate * width)
-        if size <= dictionary_limit and estimate * 2 <= whole:
-            return EncodingChoice(
-                name,
-                DICTIONARY,
-                f"~{estimate} distinct of {whole} values, {width:.0f} B each",
-                dictionary_bytes=size,
-            )
-        dictionary = f"~{estimate} distinct values of {width:.0f} B"
+        dictionary_bytes = int(estimate * width)
+        # one over the limit is abandoned part way, yet may still encode smaller than plain
+        estimated[DICTIONARY] = dictionary_bytes + whole * _index_bits(estimate) // 8
+        if dictionary_bytes > dictionary_limit:
+            reason = f"~{estimate} distinct values of {width:.0f} B"
+        else:
+            reason = f"~{estimate} distinct of {whole} values, {width:.0f} B each"
+            if estimate * 2 <= whole:
+                pays.append(DICTIONARY)
     if _delta_packable(t):
-        packed, plain = _delta_bytes(sample), live * _physical_bits(t) // 8
+        packed = _delta_bytes(sample) * whole // live
+        estimated[DELTA_BINARY_PACKED] = packed
+        reason += f"; deltas pack {plain} B into ~{packed} B"
         if packed * 2 <= plain:
-            return EncodingChoice(
-                name, DELTA_BINARY_PACKED, f"{dictionary}; deltas pack {plain} B into ~{packed} B"
-            )
-        dictionary += f"; deltas pack {plain} B into ~{packed} B only"
-    return EncodingChoice(name, PLAIN, dictionary)
+            pays.append(DELTA_BINARY_PACKED)
+    contenders = tuple(e for e in _CHEAPEST_FIRST if e in estimated and estimated[e] <= plain)
+    encoding = min((e for e in pays if e in contenders), key=estimated.__getitem__, default=PLAIN)
+    return EncodingChoice(
+        name,
+        encoding,
+        reason,
+        dictionary_bytes if DICTIONARY in contenders else 0,
+        contenders,
+    )
+
+
+_CHEAPEST_FIRST: Final = (PLAIN, DELTA_BINARY_PACKED, DICTIONARY)
+"""The encodings in the order a trial prefers them on a tie: the cheaper to write first."""
+_TIE: Final = 0.02
+"""Sizes this close (relatively) are a tie: a dictionary barely smaller is not worth its CPU."""
+
+
+def _index_bits(distinct: int) -> int:
+    """The bit width of a dictionary's indices (their RLE runs left out)."""
+    return max(1, (distinct - 1).bit_length())
 
 
 def distinct_estimate(blocks: Sequence[pa.Array], whole: int) -> int:
@@ -418,13 +472,6 @@ def _delta_packable(t: pa.DataType) -> bool:
     return bool(
         pa.types.is_signed_integer(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t)
     ) and t.bit_width in (32, 64)
-
-
-def _physical_bits(t: pa.DataType) -> int:
-    """The width of a delta-packable type's Parquet values."""
-    if pa.types.is_decimal128(t):
-        return 32 if t.precision <= 9 else 64
-    return int(t.bit_width)
 
 
 def _integers(live: pa.Array) -> pa.Int64Array:
