@@ -371,7 +371,7 @@ interval = "5s"
 
 async def run_daemon_demo(out: TextIO, *, files: int = 30, seconds: float = 20.0) -> bool:
     """The whole demo; True when every table converged and reads back exactly."""
-    import boto3  # type: ignore[import-untyped]
+    import boto3
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
