@@ -156,11 +156,6 @@ def test_the_command_runs_arrow_on_jemalloc_unless_told_otherwise(
 def test_the_commands_compaction_allocates_in_jemalloc(tmp_path: Path) -> None:
     """In the command's process a compaction runs on the pool chosen at start-up: pyarrow's
     default stays jemalloc, and jemalloc is where the rewrite's memory came from."""
-    pa = pytest.importorskip("pyarrow")
-    try:
-        pa.jemalloc_memory_pool()
-    except NotImplementedError:
-        pytest.skip("this pyarrow is built without jemalloc")
     partitioned(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     probe = (
