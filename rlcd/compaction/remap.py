@@ -31,9 +31,9 @@ from typing import Final
 import pyarrow as pa
 from pyroaring import AbstractBitMap64, FrozenBitMap64
 
-from rlcd.compaction import kernels
 from rlcd.compaction.positions import positions_array, positions_bitmap
 from rlcd.delta.outcome import Abort
+from rlcd.parquet import kernels
 
 __all__ = (
     "DV_RESTORED",

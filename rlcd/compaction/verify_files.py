@@ -15,13 +15,13 @@ import anyio
 import pyarrow as pa
 
 from rlcd._tasks import primary_error
-from rlcd.compaction.footer import footer_span, parse_footer
 from rlcd.compaction.verify_rules import FileObservation, FileProblem, FilesCheck, file_problems
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import DeletionVectorError, NotFoundError
+from rlcd.parquet.footer import footer_span, parse_footer
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("FILE_CHECK_CONCURRENCY", "check_files")
