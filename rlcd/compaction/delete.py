@@ -23,7 +23,6 @@ from pyroaring import AbstractBitMap64, BitMap64
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.dml import CONCURRENT_APPEND, delete_rows
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.positions import positions_array, positions_bitmap
 from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import load_snapshot, read_deletion_vector, table_config
@@ -32,6 +31,7 @@ from rlcd.delta.predicate import BoundPredicate, Predicate
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.schema import column_mapping_mode, parse_schema
 from rlcd.errors import CorruptLogError, RlcdError, UnsupportedFeatureError
+from rlcd.reconcile.positions import positions_array, positions_bitmap
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("FileDeletion", "DeleteReport", "bind_where", "delete_where")

@@ -45,7 +45,6 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
-from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.source import (
     DecodedSource,
@@ -59,6 +58,7 @@ from rlcd.delta.partitions import encode_uri_path, partition_dir
 from rlcd.errors import RlcdError
 from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
 from rlcd.parquet.split_writer import SplitWriter
+from rlcd.reconcile.counter import BatchCounter, Run, guard_offsets
 from rlcd.storage.base import FileWriter, ObjectStore, ObjectWriter
 
 __all__ = (

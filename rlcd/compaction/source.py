@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from rlcd.compaction.positions import DeletedRows
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
@@ -30,6 +29,7 @@ from rlcd.errors import CorruptDataError, MissingDataFileError, NotFoundError
 from rlcd.parquet import kernels
 from rlcd.parquet.batching import MAX_BATCH_ROWS, batch_rows, footer_row_bytes, row_bytes
 from rlcd.parquet.footer import footer_span, parse_footer
+from rlcd.reconcile.positions import DeletedRows
 from rlcd.storage.base import ObjectStore
 
 __all__ = (
