@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from rlcd.compaction.compact import CompactionReport, compact_table
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.verify import verify_table
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import UnsupportedFeatureError
+from rlcd.operations._dv_writer import delete_rows
+from rlcd.operations.verify import verify_table
 from rlcd.parquet._splice import SplicedFile
 from rlcd.storage import LocalStore, open_store
 from tests.conftest import fixture_table

@@ -15,8 +15,9 @@ above the module named (whose ``__init__`` Python runs first) are not counted.
 
 - **Layers**: a package (``rlcd.X``; a module directly under ``rlcd`` is a package of its own)
   imports only itself and the packages :data:`MAY_IMPORT` lists for it; the list is acyclic,
-  storage → delta → parquet → reconcile → compaction → daemon → cli. TYPE_CHECKING imports
-  count: a type named from a higher layer is a dependency on it all the same.
+  storage → delta → parquet → reconcile → compaction → operations → daemon → cli (parquet
+  imports no other rlcd package). TYPE_CHECKING imports count: a type named from a higher
+  layer is a dependency on it all the same.
 - **Package cycles**: the packages the code imports (TYPE_CHECKING included) form no cycle,
   whatever :data:`MAY_IMPORT` says. Cycles between modules are ``test_import_cycles.py``'s.
 - **Purity**: a module claims it by a module-level ``__pure__ = True``, and its docstring says
@@ -46,6 +47,9 @@ import rlcd
 _SHARED = frozenset({"rlcd", "rlcd.errors", "rlcd._tasks"})
 """The version, the exception tree and the task helpers: every package may import them."""
 
+_ENGINE = frozenset({"rlcd.storage", "rlcd.delta", "rlcd.parquet", "rlcd.reconcile"})
+"""The layers under the compaction engine: the engine and everything above it may import them."""
+
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "rlcd": frozenset(),
     "rlcd.errors": frozenset(),
@@ -54,13 +58,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "rlcd.delta": _SHARED | {"rlcd.storage"},
     "rlcd.parquet": _SHARED,
     "rlcd.reconcile": _SHARED | {"rlcd.delta", "rlcd.parquet"},
-    "rlcd.compaction": _SHARED | {"rlcd.storage", "rlcd.delta", "rlcd.parquet", "rlcd.reconcile"},
-    "rlcd.daemon": _SHARED
-    | {"rlcd.storage", "rlcd.delta", "rlcd.parquet", "rlcd.reconcile"}
-    | {"rlcd.compaction"},
-    "rlcd.cli": _SHARED
-    | {"rlcd.storage", "rlcd.delta", "rlcd.parquet", "rlcd.reconcile"}
-    | {"rlcd.compaction", "rlcd.daemon"},
+    "rlcd.compaction": _SHARED | _ENGINE,
+    "rlcd.operations": _SHARED | _ENGINE | {"rlcd.compaction"},
+    "rlcd.daemon": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations"},
+    "rlcd.cli": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations", "rlcd.daemon"},
     "rlcd.__main__": frozenset({"rlcd.cli"}),
 }
 """Each package of rlcd -> the other packages it may import."""
