@@ -62,6 +62,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "rlcd.operations": _SHARED | _ENGINE | {"rlcd.compaction"},
     "rlcd.daemon": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations"},
     "rlcd.cli": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations", "rlcd.daemon"},
+    "rlcd.api": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations"},
     "rlcd.__main__": frozenset({"rlcd.cli"}),
 }
 """Each package of rlcd -> the other packages it may import."""
