@@ -66,7 +66,7 @@ def _split_writer(row_groups: list[Any]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rlcd.compaction.split_writer import SplitWriter
+    from rlcd.parquet.split_writer import SplitWriter
 
     stream = pa.BufferOutputStream()
     writer = SplitWriter(

@@ -5,7 +5,7 @@
 The source has ``output-rows + positions`` physical rows, ``positions`` of them deleted when
 the compaction read it (``Dr``, spread at random), so its run is the whole ``output-rows``
 output; the winner deletes ``positions`` more of its live rows (``Dw - Dr``). Each repeat
-times :func:`rlcd.compaction.remap.forward_remap` (superset check, ranks, the result bitmap)
+times :func:`rlcd.reconcile.remap.forward_remap` (superset check, ranks, the result bitmap)
 and the best is reported as positions per second (the bar: 10M/s), by the CPU time the
 process spent (``time.process_time``: on a shared machine the wall clock mostly measures the
 other processes) and by the wall clock. Deterministic data (seed 0); the result also goes to
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from pyroaring import AbstractBitMap64, BitMap64
 
-from rlcd.compaction.remap import forward_remap
+from rlcd.reconcile.remap import forward_remap
 
 
 def _bitmap(values: np.ndarray) -> BitMap64:

@@ -33,13 +33,13 @@ import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rlcd.compaction.classify import SOURCE_COMPACTED
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.summary import OUTCOMES
 from rlcd.compaction.words import count
 from rlcd.delta.load import load_snapshot, read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.errors import ConcurrentModificationError
+from rlcd.operations.delete import delete_rows
+from rlcd.reconcile.classify import SOURCE_COMPACTED
 from rlcd.storage import S3Client, S3Config, open_store
 
 __all__ = (

@@ -23,14 +23,14 @@ import pyarrow.parquet as pq
 
 from rlcd.cli.report import print_compaction, print_plan, print_verify
 from rlcd.compaction.compact import compact_table, rewrite_settings
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.source import DecodedSource, fetch_source
-from rlcd.compaction.verify import verify_table
 from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.delta.write import write_commit
 from rlcd.errors import ConfigError
+from rlcd.operations.delete import delete_rows
+from rlcd.operations.verify import verify_table
 from rlcd.storage import LocalStore
 
 __all__ = ("DemoResult", "build_demo_table", "run_demo")

@@ -259,8 +259,8 @@ def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
 
 
 async def _delete(args: argparse.Namespace) -> int:
-    from rlcd.compaction.delete import delete_where
     from rlcd.errors import ConcurrentModificationError
+    from rlcd.operations.delete import delete_where
 
     async with _open(args) as store:
         try:
@@ -294,8 +294,8 @@ def _protocol_text(protocol: Protocol) -> str:
 
 
 async def _enable_dv(args: argparse.Namespace) -> int:
-    from rlcd.compaction.enable_dv import DV_PROPERTY, READER_WARNING, enable_dv
     from rlcd.errors import ConcurrentModificationError
+    from rlcd.operations.enable_dv import DV_PROPERTY, READER_WARNING, enable_dv
 
     async with _open(args) as store:
         try:
@@ -431,7 +431,7 @@ def _compacted(args: argparse.Namespace, report: CompactionReport) -> int:
 
 
 async def _verify(args: argparse.Namespace) -> int:
-    from rlcd.compaction.verify import verify_table
+    from rlcd.operations.verify import verify_table
 
     async with _open(args) as store:
         report = await verify_table(store, files=not args.tags_only, tags=not args.files_only)

@@ -9,7 +9,7 @@ from rlcd.compaction.words import count, partition_text, unfinished_write
 if TYPE_CHECKING:  # for annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.compaction.cleanup import CleanupReport
     from rlcd.compaction.compact import CompactionReport
-    from rlcd.compaction.verify import VerifyReport
+    from rlcd.operations.verify import VerifyReport
 
 __all__ = (
     "print_plan",

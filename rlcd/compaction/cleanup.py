@@ -24,7 +24,6 @@ import pyarrow.parquet as pq
 import structlog
 
 from rlcd._tasks import gather
-from rlcd.compaction import kernels
 from rlcd.compaction.orphans import (
     DEFAULT_GRACE_S,
     FileReference,
@@ -38,6 +37,7 @@ from rlcd.compaction.orphans import (
 )
 from rlcd.delta.log_path import LOG_DIR
 from rlcd.errors import NotFoundError, StorageError
+from rlcd.parquet import kernels
 from rlcd.storage.base import ObjectMeta, ObjectStore, PendingUpload
 
 __all__ = ("CleanupReport", "clean_table", "DEFAULT_GRACE_S")

@@ -2,8 +2,8 @@
 
 One commit carries every finished bin (design §7), put through the transaction driver
 (:mod:`rlcd.delta.transaction`). When the put loses, each winner is classified against each
-bin (:mod:`rlcd.compaction.classify`) one after the other: a bin no winner touched retries as
-it is; a bin whose sources a DML changed is reconciled (:mod:`rlcd.compaction.reconcile`: the
+bin (:mod:`rlcd.reconcile.classify`) one after the other: a bin no winner touched retries as
+it is; a bin whose sources a DML changed is reconciled (:mod:`rlcd.reconcile.bin_actions`: the
 winner's deletions remapped, or a rewritten source masked, into the output's DV); any other
 bin aborts, and its output is deleted. All or nothing per bin; the other bins still commit.
 Each attempt writes the DV file its reconciled outputs need (tiny DVs go inline); a lost
@@ -23,18 +23,6 @@ from typing import Final
 import structlog
 from pyroaring import AbstractBitMap64
 
-from rlcd.compaction.classify import REASONS, Mask, Reconcile, Remap, Retry, classify_winner
-from rlcd.compaction.reconcile import (
-    COMPOSITION_UNKNOWN,
-    MASK_CEILING_EXCEEDED,
-    BinState,
-    DvKey,
-    Fate,
-    apply_steps,
-    bin_actions,
-    initial_state,
-)
-from rlcd.compaction.remap import POSITION_OUTSIDE_RUN
 from rlcd.compaction.rewrite import RewrittenBin
 from rlcd.delta.actions import Action, AddFile
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file, serialize_bitmap
@@ -52,6 +40,18 @@ from rlcd.delta.transaction import (
 )
 from rlcd.delta.write import make_commit_info
 from rlcd.errors import InternalError, RlcdError
+from rlcd.reconcile.bin_actions import (
+    COMPOSITION_UNKNOWN,
+    MASK_CEILING_EXCEEDED,
+    BinState,
+    DvKey,
+    Fate,
+    apply_steps,
+    bin_actions,
+    initial_state,
+)
+from rlcd.reconcile.classify import REASONS, Mask, Reconcile, Remap, Retry, classify_winner
+from rlcd.reconcile.remap import POSITION_OUTSIDE_RUN
 from rlcd.storage.base import AlreadyExists, ObjectStore
 
 __all__ = (
@@ -161,12 +161,12 @@ class _Batch:
     """The transaction's state: bins still to commit, bins aborted, and the DV file the last
     attempt wrote (deleted when that attempt lost)."""
 
-    pending: tuple[BinState, ...]
+    pending: tuple[BinState[RewrittenBin], ...]
     aborted: tuple[BinAborted, ...] = ()
     dv_key: str | None = None
 
 
-def _metrics(bins: Sequence[BinState]) -> dict[str, int]:
+def _metrics(bins: Sequence[BinState[RewrittenBin]]) -> dict[str, int]:
     outputs = [b for b in bins if b.done.path is not None and not b.output_dropped]
     sizes = sorted(b.done.size for b in outputs)
 
@@ -193,12 +193,12 @@ def _metrics(bins: Sequence[BinState]) -> dict[str, int]:
 
 
 async def _write_dvs(
-    store: ObjectStore, bins: Sequence[BinState]
+    store: ObjectStore, bins: Sequence[BinState[RewrittenBin]]
 ) -> tuple[dict[str, DeletionVectorDescriptor], str | None]:
     """The output DV of every reconciled bin with deletions: inline when tiny, else in one new
     DV file for the attempt (its key is returned, to delete if the attempt loses)."""
     descriptors: dict[str, DeletionVectorDescriptor] = {}
-    in_file: list[BinState] = []
+    in_file: list[BinState[RewrittenBin]] = []
     for b in bins:
         if not b.deleted or b.output_dropped or b.done.path is None:
             continue
@@ -225,7 +225,7 @@ async def discard_outputs(store: ObjectStore, bins: Sequence[RewrittenBin]) -> N
 
 
 async def _bitmaps(
-    store: ObjectStore, state: BinState, steps: Sequence[Remap | Mask], version: int
+    store: ObjectStore, state: BinState[RewrittenBin], steps: Sequence[Remap | Mask], version: int
 ) -> dict[DvKey, AbstractBitMap64]:
     """The DVs the remap steps need: each source's read, live and winner DV."""
     by_path = {canonical_path(s.read.path): s for s in state.sources}
@@ -289,7 +289,9 @@ async def commit_bins(
             actions += bin_actions(b, now_ms=now, output_dv=dvs.get(b.done.bin.bin_id))
         return actions, replace(batch, dv_key=dv_key)
 
-    async def settle(b: BinState, version: int, steps: Sequence[Remap | Mask]) -> BinState | Abort:
+    async def settle(
+        b: BinState[RewrittenBin], version: int, steps: Sequence[Remap | Mask]
+    ) -> BinState[RewrittenBin] | Abort:
         try:
             bitmaps = await _bitmaps(store, b, steps, version)
         except RlcdError as exc:
@@ -310,7 +312,7 @@ async def commit_bins(
             }
             ids = [b.done.bin.bin_id for b in pending]
             decisions = classify_winner(sources, ids, version, actions, dvs_enabled=dvs_enabled)
-            kept: list[BinState] = []
+            kept: list[BinState[RewrittenBin]] = []
             for b in pending:
                 decision = decisions[b.done.bin.bin_id]
                 if isinstance(decision, Reconcile):

@@ -19,7 +19,6 @@ import anyio
 import structlog
 
 from rlcd._tasks import gather
-from rlcd.compaction.classify import SOURCE_COMPACTED
 from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.commit import (
     BinCommitted,
@@ -53,6 +52,7 @@ from rlcd.errors import (
     TableError,
     TransientStorageError,
 )
+from rlcd.reconcile.classify import SOURCE_COMPACTED
 from rlcd.storage.base import ObjectStore
 
 __all__ = (

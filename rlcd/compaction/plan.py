@@ -62,12 +62,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
-from rlcd.compaction.tags import optimized_for
 from rlcd.delta.actions import AddFile
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.schema import ColumnMappingMode, parse_schema
 from rlcd.errors import ConfigError, CorruptLogError, InternalError
+from rlcd.reconcile.tags import optimized_for
 
 __all__ = ("Bin", "plan_bins")
 __pure__ = True

@@ -7,7 +7,7 @@ multipart writer). Decode and encode run in one worker thread when other bins of
 the other cores busy (the cheapest in CPU and memory), or are split over two threads, handing
 batches straight to each other through a byte-bounded handoff with no event-loop round trip
 per batch, so that a bin alone keeps two cores busy; such a bin also encodes each row group
-in two threads, a part of its fields in each (:mod:`rlcd.compaction.split_writer`), since its
+in two threads, a part of its fields in each (:mod:`rlcd.parquet.split_writer`), since its
 encode thread is the one that bounds it. A bin started in one thread moves its encoding to a
 thread of its own once the run leaves a core idle (its other bins are done and none waits):
 the last bin of a run then ends on two cores, not one. A local store's sources are opened in
@@ -45,8 +45,6 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
-from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
-from rlcd.compaction.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.source import (
     DecodedSource,
@@ -54,11 +52,13 @@ from rlcd.compaction.source import (
     ReadOptions,
     fetch_source,
 )
-from rlcd.compaction.split_writer import SplitWriter
 from rlcd.compaction.stats import StatsAccumulator, StatsSpec
 from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, partition_dir
 from rlcd.errors import RlcdError
+from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
+from rlcd.parquet.split_writer import SplitWriter
+from rlcd.reconcile.counter import BatchCounter, Run, guard_offsets
 from rlcd.storage.base import FileWriter, ObjectStore, ObjectWriter
 
 __all__ = (
@@ -89,7 +89,7 @@ raising throughput (docs/performance.md). The row groups (a few hundred thousand
 still larger than DuckDB's or polars' defaults."""
 GROWN_ROW_GROUP_BYTES = 64 * 1024 * 1024
 """The row groups of a file whose widest column takes a dictionary only in row groups this
-large (:func:`rlcd.compaction.encodings.plan_file`): values of a few hundred bytes drawn from
+large (:func:`rlcd.parquet.encodings.plan_file`): values of a few hundred bytes drawn from
 tens of thousands (messages, user agents, URLs) repeat too seldom among 8 MiB of rows to pay
 for a dictionary. Such a bin holds this much. A chosen dictionary holds some of its row
 group's values, so it adds no more than the row group does."""
@@ -124,7 +124,7 @@ class RewriteSettings:
     # that is then abandoned for plain encoding, costing time and bytes; a small limit keeps
     # the dictionaries of low-cardinality columns only.
     dictionary_page_limit: int = SMALL_DICTIONARY
-    # "adaptive": per-column encodings chosen from the bin's data (rlcd.compaction.encodings);
+    # "adaptive": per-column encodings chosen from the bin's data (rlcd.parquet.encodings);
     # "conservative": a dictionary on every column while it stays small, as above
     encodings: str = "conservative"
     tight_bounds: bool | None = True
@@ -172,7 +172,7 @@ def parquet_writer(
     INT64, as Spark stores them (smaller and cheaper than pyarrow's fixed-length default).
     Without ``encodings`` every column may take a dictionary (while it stays small). A
     ``schema`` (some of the target's fields) writes a part of each row group (see
-    :mod:`rlcd.compaction.split_writer`).
+    :mod:`rlcd.parquet.split_writer`).
 
     With ``encodings``, pages end at pyarrow's 1 MiB data page size, not at its default of
     20,000 rows: each page is compressed with a codec context of its own, and on columns of
@@ -278,7 +278,7 @@ class _Encoder:
     ) -> None:
         """``sink`` is a local file to write natively, or the sink of an upload task. A
         ``split`` encoder encodes each row group in two threads
-        (:mod:`rlcd.compaction.split_writer`): the choice for a split bin, whose encode thread
+        (:mod:`rlcd.parquet.split_writer`): the choice for a split bin, whose encode thread
         is otherwise the one that bounds it."""
         self.settings = settings
         self.stats = stats

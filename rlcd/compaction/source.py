@@ -21,15 +21,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from rlcd.compaction import kernels
-from rlcd.compaction.batching import MAX_BATCH_ROWS, batch_rows, footer_row_bytes, row_bytes
-from rlcd.compaction.footer import footer_span, parse_footer
-from rlcd.compaction.positions import DeletedRows
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.delta.schema import PARQUET_FIELD_ID_KEY, cast_compatible
 from rlcd.errors import CorruptDataError, MissingDataFileError, NotFoundError
+from rlcd.parquet import kernels
+from rlcd.parquet.batching import MAX_BATCH_ROWS, batch_rows, footer_row_bytes, row_bytes
+from rlcd.parquet.footer import footer_span, parse_footer
+from rlcd.reconcile.positions import DeletedRows
 from rlcd.storage.base import ObjectStore
 
 __all__ = (
@@ -176,7 +176,7 @@ class DecodedSource:
     def batches(self, width: float = 0.0) -> Iterator[pa.RecordBatch]:
         """The live rows in physical order, conformed to the target schema, in batches sized
         for the wider of ``width`` (bytes a row, as seen on earlier sources) and the footer's
-        estimate (see :mod:`rlcd.compaction.batching`). ``self.width`` then holds the widest of
+        estimate (see :mod:`rlcd.parquet.batching`). ``self.width`` then holds the widest of
         those and of what the first batch showed, for the bin's next source."""
         options, start = self._options, 0
         self.width = max(width, footer_row_bytes(self.footer))

@@ -78,7 +78,6 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from rlcd.compaction import kernels
 from rlcd.delta.schema import (
     ColumnMappingMode,
     DataType,
@@ -89,6 +88,7 @@ from rlcd.delta.schema import (
     physical_name,
 )
 from rlcd.delta.stats_json import stats_json
+from rlcd.parquet import kernels
 
 __all__ = (
     "STATS_COLUMNS_KEY",

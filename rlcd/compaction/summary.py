@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rlcd.compaction.classify import SOURCE_COMPACTED
 from rlcd.compaction.commit import BinAborted, BinCommitted, BinResult
 from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
 from rlcd.compaction.words import count, partition_text
 from rlcd.delta.schema import column_mapping_mode, parse_schema, physical_partition_columns
+from rlcd.reconcile.classify import SOURCE_COMPACTED
 
 __all__ = (
     "OUTCOMES",

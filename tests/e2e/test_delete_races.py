@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rlcd.compaction.delete import delete_where
 from rlcd.delta.actions import CommitInfo
+from rlcd.operations.delete import delete_where
 from tests.e2e.commit_hold import Done, Side, losing_run, sides
 from tests.integration.races import (
     ROWS,

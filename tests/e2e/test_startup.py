@@ -114,7 +114,7 @@ def test_compaction_calls_kernels_without_pyarrow_compute(
 ) -> None:
     """A compaction (statistics, deletion vectors dropped, columns conformed, encodings
     chosen) calls Arrow's kernels directly: ``pyarrow.compute``, 22 ms of wrappers built at
-    import, is not imported (:mod:`rlcd.compaction.kernels`)."""
+    import, is not imported (:mod:`rlcd.parquet.kernels`)."""
     table = tmp_path / "t"
     build(table)
     modules, printed = run_imports("compact", str(table))

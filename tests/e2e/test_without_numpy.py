@@ -19,9 +19,9 @@ import random
 from decimal import Decimal
 import pyarrow as pa
 from pyroaring import BitMap64
-from rlcd.compaction.encodings import choose_encodings
-from rlcd.compaction.positions import DeletedRows
-from rlcd.compaction.remap import forward_remap, reverse_rebase
+from rlcd.parquet.encodings import choose_encodings
+from rlcd.reconcile.positions import DeletedRows
+from rlcd.reconcile.remap import forward_remap, reverse_rebase
 from rlcd.compaction.stats import StatKind, StatsAccumulator, StatsLeaf, StatsSpec
 
 def show(name, positions):

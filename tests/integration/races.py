@@ -31,17 +31,17 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from rlcd.compaction.compact import CompactionReport, compact_table
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.reconcile import loose_stats
-from rlcd.compaction.tags import COMPACTED_INTO
-from rlcd.compaction.verify import CommitCheck, verify_table
 from rlcd.delta.actions import Action, AddFile, CommitInfo, RemoveFile
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.load import load_snapshot, read_commit, read_deletion_vector
 from rlcd.delta.names import rlcd_file_uuid
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.write import make_commit_info, write_commit
+from rlcd.operations._dv_writer import delete_rows
+from rlcd.operations.verify import CommitCheck, verify_table
+from rlcd.reconcile.bin_actions import loose_stats
+from rlcd.reconcile.tags import COMPACTED_INTO
 from rlcd.storage import AlreadyExists, ObjectStore, PutResult, S3Config, open_store
 from tests.integration.tables import S3Mirror, append, kernel_rows
 

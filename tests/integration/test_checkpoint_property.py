@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlcd.compaction.dml import delete_rows
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.replay import Snapshot
+from rlcd.operations._dv_writer import delete_rows
 from rlcd.storage import LocalStore
 from tests.integration.tables import checkpoint_and_json_snapshots
 

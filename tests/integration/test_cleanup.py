@@ -19,12 +19,12 @@ import pytest
 
 from rlcd.compaction.cleanup import clean_table
 from rlcd.compaction.compact import compact_table
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.dv.z85 import z85_decode, z85_encode
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.log_path import LogKind, LogPath
 from rlcd.delta.names import data_file_name, dv_file_name, rlcd_uuid
+from rlcd.operations._dv_writer import delete_rows
 from rlcd.storage import LocalStore, open_store
 from rlcd.storage.base import ObjectMeta, PendingUpload
 from tests.conftest import fixture_table

@@ -11,7 +11,7 @@ import pytest
 
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.verify import verify_table
+from rlcd.operations.verify import verify_table
 from rlcd.storage import LocalStore
 from tests.integration.tables import append, batch, partitioned
 

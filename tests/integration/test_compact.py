@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from rlcd.compaction.compact import CompactionReport, compact_table
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.splice import SplicedFile
-from rlcd.compaction.verify import verify_table
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import UnsupportedFeatureError
+from rlcd.operations._dv_writer import delete_rows
+from rlcd.operations.verify import verify_table
+from rlcd.parquet._splice import SplicedFile
 from rlcd.storage import LocalStore, open_store
 from tests.conftest import fixture_table
 from tests.integration.tables import (
@@ -97,7 +97,7 @@ async def test_a_lone_bin_of_many_row_groups(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deletes: bool
 ) -> None:
     """A bin alone on the machine encodes each row group in two threads, in parts of its
-    fields (``rlcd.compaction.split_writer``): the readers read its many row groups whole."""
+    fields (``rlcd.parquet.split_writer``): the readers read its many row groups whole."""
     parted = []
     add_columns = SplicedFile.add_columns
     monkeypatch.setattr(

@@ -20,8 +20,8 @@ import pytest
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.verify import verify_table
 from rlcd.errors import TransientStorageError
+from rlcd.operations.verify import verify_table
 from rlcd.storage import LocalStore, ObjectMeta, PutResult
 from tests.integration.tables import (
     append,

@@ -18,10 +18,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from rlcd.compaction.delete import DeleteReport, delete_where
-from rlcd.compaction.dml import delete_rows
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import ConcurrentModificationError
+from rlcd.operations._dv_writer import delete_rows
+from rlcd.operations.delete import DeleteReport, delete_where
 from tests.integration.races import (
     ROWS,
     Hold,

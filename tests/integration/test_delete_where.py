@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rlcd.compaction.delete import delete_where
 from rlcd.delta.actions import CommitInfo
 from rlcd.delta.predicate import PredicateError
+from rlcd.operations.delete import delete_where
 from rlcd.storage import LocalStore
 from rlcd.storage.metered import MeteredStore
 from tests.conftest import fixture_table

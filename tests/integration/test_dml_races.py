@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from rlcd.compaction.dml import delete_rows
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import ConcurrentModificationError
+from rlcd.operations._dv_writer import delete_rows
 from tests.integration.races import (
     ROWS,
     Hold,

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 from rlcd.compaction.compact import compact_table
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.load import load_snapshot, read_deletion_vector
 from rlcd.errors import ConcurrentModificationError, TableError, UnsupportedFeatureError
+from rlcd.operations._dv_writer import delete_rows
 from rlcd.storage import LocalStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

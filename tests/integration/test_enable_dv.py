@@ -8,8 +8,8 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from rlcd.compaction.enable_dv import enable_dv
 from rlcd.errors import ConcurrentModificationError, UnsupportedFeatureError
+from rlcd.operations.enable_dv import enable_dv
 from rlcd.storage import LocalStore
 from tests.integration.races import HoldingStore
 from tests.integration.tables import append, batch, delta_rs_rows

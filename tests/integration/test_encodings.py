@@ -12,8 +12,8 @@ import pytest
 
 from rlcd.compaction import rewrite
 from rlcd.compaction.compact import compact_table
-from rlcd.compaction.encodings import DELTA_BINARY_PACKED, DICTIONARY
 from rlcd.compaction.policy import CompactionPolicy
+from rlcd.parquet.encodings import DELTA_BINARY_PACKED, DICTIONARY
 from rlcd.storage import LocalStore
 from tests.integration.tables import append, delta_rs_rows, kernel_rows
 

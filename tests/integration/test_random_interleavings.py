@@ -37,9 +37,9 @@ from deltalake.exceptions import CommitFailedError
 
 from rlcd.compaction.commit import BinAborted
 from rlcd.compaction.compact import compact_table
-from rlcd.compaction.delete import delete_where
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import ConcurrentModificationError
+from rlcd.operations.delete import delete_where
 from tests.integration.conftest import TALLY
 from tests.integration.races import (
     POLICY,

@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from rlcd.compaction.compact import compact_table, rewrite_settings
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.rewrite import RewriteSettings, rewrite_bin
-from rlcd.compaction.verify import verify_table
 from rlcd.delta.load import load_snapshot, table_config
+from rlcd.operations._dv_writer import delete_rows
+from rlcd.operations.verify import verify_table
 from rlcd.storage import LocalStore
 from tests.integration.tables import append, batch, delta_rs_rows, kernel_rows
 

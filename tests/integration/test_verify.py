@@ -22,12 +22,12 @@ from pyroaring import BitMap64
 
 from rlcd.cli.report import print_verify
 from rlcd.compaction.compact import compact_table
-from rlcd.compaction.dml import delete_rows
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.verify import verify_table
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.load import load_snapshot
 from rlcd.errors import StorageError
+from rlcd.operations._dv_writer import delete_rows
+from rlcd.operations.verify import verify_table
 from rlcd.storage import LocalStore, open_store
 from rlcd.storage.base import ObjectMeta, ObjectStore
 from tests.integration.races import ROWS, RaceTable, databricks_optimize, local_table

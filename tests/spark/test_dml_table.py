@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from rlcd.compaction.dml import delete_rows
 from rlcd.delta.load import load_snapshot
+from rlcd.operations._dv_writer import delete_rows
 from rlcd.storage import LocalStore
 from tests.spark.support import (
     SparkRows,

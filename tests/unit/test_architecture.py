@@ -15,15 +15,16 @@ above the module named (whose ``__init__`` Python runs first) are not counted.
 
 - **Layers**: a package (``rlcd.X``; a module directly under ``rlcd`` is a package of its own)
   imports only itself and the packages :data:`MAY_IMPORT` lists for it; the list is acyclic,
-  storage → delta → compaction → daemon → cli. TYPE_CHECKING imports count: a type named from
-  a higher layer is a dependency on it all the same.
+  storage → delta → parquet → reconcile → compaction → operations → daemon → cli (parquet
+  imports no other rlcd package). TYPE_CHECKING imports count: a type named from a higher
+  layer is a dependency on it all the same.
 - **Package cycles**: the packages the code imports (TYPE_CHECKING included) form no cycle,
   whatever :data:`MAY_IMPORT` says. Cycles between modules are ``test_import_cycles.py``'s.
 - **Purity**: a module claims it by a module-level ``__pure__ = True``, and its docstring says
   so ("Pure", "pure:", "sans-IO"), the one exactly when the other. A pure module imports none
   of :data:`IMPURE` (IO, the clock, randomness, logging) and, of rlcd, only pure modules. What
-  runs counts: imports under TYPE_CHECKING are left out (``compaction.reconcile`` names the
-  IO module ``rewrite``'s ``RewrittenBin`` in annotations only). ``os`` is not in the list:
+  runs counts: imports under TYPE_CHECKING are left out (a pure module may name an IO
+  module's types in annotations). ``os`` is not in the list:
   ``storage.uri`` makes paths absolute with ``os.path``.
 - **Private modules**: a module whose name, or one of whose packages' names, starts with ``_``
   is imported only from within the package that holds it: ``rlcd.storage._keys`` only by
@@ -46,15 +47,22 @@ import rlcd
 _SHARED = frozenset({"rlcd", "rlcd.errors", "rlcd._tasks"})
 """The version, the exception tree and the task helpers: every package may import them."""
 
+_ENGINE = frozenset({"rlcd.storage", "rlcd.delta", "rlcd.parquet", "rlcd.reconcile"})
+"""The layers under the compaction engine: the engine and everything above it may import them."""
+
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "rlcd": frozenset(),
     "rlcd.errors": frozenset(),
     "rlcd._tasks": frozenset(),
     "rlcd.storage": _SHARED,
     "rlcd.delta": _SHARED | {"rlcd.storage"},
-    "rlcd.compaction": _SHARED | {"rlcd.storage", "rlcd.delta"},
-    "rlcd.daemon": _SHARED | {"rlcd.storage", "rlcd.delta", "rlcd.compaction"},
-    "rlcd.cli": _SHARED | {"rlcd.storage", "rlcd.delta", "rlcd.compaction", "rlcd.daemon"},
+    "rlcd.parquet": _SHARED,
+    "rlcd.reconcile": _SHARED | {"rlcd.delta", "rlcd.parquet"},
+    "rlcd.compaction": _SHARED | _ENGINE,
+    "rlcd.operations": _SHARED | _ENGINE | {"rlcd.compaction"},
+    "rlcd.daemon": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations"},
+    "rlcd.cli": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations", "rlcd.daemon"},
+    "rlcd.api": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations"},
     "rlcd.__main__": frozenset({"rlcd.cli"}),
 }
 """Each package of rlcd -> the other packages it may import."""
@@ -255,8 +263,10 @@ def test_the_modules_that_say_they_are_pure_are_checked() -> None:
     """The modules whose docstrings said they were pure before the claim became a marker are
     among those checked (thrift, splice and batching were once missed)."""
     pure = {name for name, module in MODULES.items() if module.pure}
-    for name in ("thrift", "splice", "batching", "plan", "classify", "reconcile"):
-        assert f"rlcd.compaction.{name}" in pure
+    for name in ("parquet._thrift", "parquet._splice", "parquet.batching", "compaction.plan"):
+        assert f"rlcd.{name}" in pure
+    for name in ("classify", "bin_actions"):
+        assert f"rlcd.reconcile.{name}" in pure
     assert {"rlcd.delta.actions", "rlcd.storage.uri", "rlcd.daemon.schedule"} <= pure
 
 

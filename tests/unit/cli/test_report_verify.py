@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from rlcd.cli.report import print_verify
-from rlcd.compaction.verify import CommitCheck, FileProblem, FilesCheck, VerifyReport
+from rlcd.operations.verify import CommitCheck, FileProblem, FilesCheck, VerifyReport
 
 
 def _printed(report: VerifyReport, exit_code: int | None = None) -> list[str]:

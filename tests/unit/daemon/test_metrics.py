@@ -10,7 +10,6 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rlcd.compaction.classify import SOURCE_COMPACTED
 from rlcd.compaction.commit import BinAborted, BinCommitted
 from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
 from rlcd.compaction.plan import Bin
@@ -20,6 +19,7 @@ from rlcd.daemon.metrics import Health, Metrics, TableHealth, serve_metrics
 from rlcd.delta.actions import AddFile
 from rlcd.delta.outcome import Abort
 from rlcd.errors import ConfigError
+from rlcd.reconcile.classify import SOURCE_COMPACTED
 
 T = "s3://lake/orders"
 

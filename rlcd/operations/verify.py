@@ -1,9 +1,9 @@
 """``rlcd verify``: does the table hold what its log says?
 
 Two halves, each runnable alone: the *files* half checks the current snapshot against storage
-(every live file and deletion vector: :mod:`rlcd.compaction.verify_files`), the *tags* half
+(every live file and deletion vector: :mod:`rlcd.operations._verify_files`), the *tags* half
 checks every composition-tagged commit still in the log against the data it describes
-(:mod:`rlcd.compaction.verify_tags`). Both read the one snapshot loaded here.
+(:mod:`rlcd.operations._verify_tags`). Both read the one snapshot loaded here.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.verify_files import FILE_CHECK_CONCURRENCY, check_files
-from rlcd.compaction.verify_rules import FileProblem, FilesCheck
-from rlcd.compaction.verify_tags import CommitCheck, check_tags
 from rlcd.delta.load import load_snapshot, table_config
+from rlcd.operations._verify_files import FILE_CHECK_CONCURRENCY, check_files
+from rlcd.operations._verify_rules import FileProblem, FilesCheck
+from rlcd.operations._verify_tags import CommitCheck, check_tags
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("CommitCheck", "FileProblem", "FilesCheck", "VerifyReport", "verify_table")

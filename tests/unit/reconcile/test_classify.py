@@ -7,7 +7,10 @@ from dataclasses import replace
 
 from pyroaring import BitMap64
 
-from rlcd.compaction.classify import (
+from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from rlcd.delta.dv import DeletionVectorDescriptor
+from rlcd.delta.outcome import Abort
+from rlcd.reconcile.classify import (
     BinDecision,
     Mask,
     Reconcile,
@@ -16,10 +19,7 @@ from rlcd.compaction.classify import (
     classify_winner,
     compaction_runs,
 )
-from rlcd.compaction.tags import composition_tags
-from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
-from rlcd.delta.dv import DeletionVectorDescriptor
-from rlcd.delta.outcome import Abort
+from rlcd.reconcile.tags import composition_tags
 
 A1 = AddFile(path="a1.parquet", size=10, stats='{"numRecords":10}')
 A2 = AddFile(path="a2.parquet", size=10, stats='{"numRecords":10}')

@@ -8,7 +8,7 @@ not in ``Dr`` therefore sits at output row ``o + rank(i)`` with
 ``rank(i) = i - |{d in Dr : d < i}|``. Every function here applies that one formula to whole
 bitmaps at once: the positions come out of the bitmap as a sorted ``uint64`` array, a binary
 search of each in the (sorted) DV counts the deleted rows below it, and the result goes back
-into a bitmap through one buffer copy (:mod:`rlcd.compaction.positions`). No Python loop
+into a bitmap through one buffer copy (:mod:`rlcd.reconcile.positions`). No Python loop
 ever runs per row: DVs can hold millions of positions (``bench/remap.py`` measures it).
 
 A position that does not land in the run (``i in Dr``, or ``rank(i) >= L``, e.g. a row beyond
@@ -31,9 +31,9 @@ from typing import Final
 import pyarrow as pa
 from pyroaring import AbstractBitMap64, FrozenBitMap64
 
-from rlcd.compaction import kernels
-from rlcd.compaction.positions import positions_array, positions_bitmap
 from rlcd.delta.outcome import Abort
+from rlcd.parquet import kernels
+from rlcd.reconcile.positions import positions_array, positions_bitmap
 
 __all__ = (
     "DV_RESTORED",

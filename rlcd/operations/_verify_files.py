@@ -3,7 +3,7 @@
 For every live file: one HEAD (exists, size), its DV read and checked if it has one (a ranged
 GET for a file DV, none for an inline one), and, only when a DV deletes rows and the stats lack
 ``numRecords``, the Parquet footer (one ranged GET of the file's tail, rarely two). The rules
-that turn what was seen into problems are in :mod:`rlcd.compaction.verify_rules`.
+that turn what was seen into problems are in :mod:`rlcd.operations._verify_rules`.
 
 A fixed pool of ``concurrency`` workers takes the files one after the other, so at most that
 many requests are in flight and no more tasks exist, however many files the table has.
@@ -15,13 +15,13 @@ import anyio
 import pyarrow as pa
 
 from rlcd._tasks import primary_error
-from rlcd.compaction.footer import footer_span, parse_footer
-from rlcd.compaction.verify_rules import FileObservation, FileProblem, FilesCheck, file_problems
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import DeletionVectorError, NotFoundError
+from rlcd.operations._verify_rules import FileObservation, FileProblem, FilesCheck, file_problems
+from rlcd.parquet.footer import footer_span, parse_footer
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("FILE_CHECK_CONCURRENCY", "check_files")

@@ -1,6 +1,6 @@
 """Thrift's compact protocol, as Parquet footers use it: integers rewritten in place (sans-IO).
 
-``rlcd.compaction.splice`` joins row groups that were encoded apart into one file: it
+``rlcd.parquet._splice`` joins row groups that were encoded apart into one file: it
 moves a few integers of a footer (file offsets, ordinals) and keeps every other byte as the
 writer wrote it. So nothing is decoded into objects: :func:`struct_fields` finds where each
 field of a struct lies, :func:`edit_struct` copies a struct's bytes with the integers it is

@@ -10,7 +10,7 @@ catches everything else (abort: never guess). A bin's decision is the fold of it
 - :class:`Reconcile`: every touched source can be carried over, by a :class:`Remap` (the winner
   updated the source's DV) or a :class:`Mask` (a copy-on-write winner removed it). Whether the
   positions really fit (``Dw ⊇ Dr``, inside the run) and the masked fraction stays under the
-  ceiling is checked when the steps are applied (:mod:`rlcd.compaction.reconcile`), since that
+  ceiling is checked when the steps are applied (:mod:`rlcd.reconcile.bin_actions`), since that
   needs the DVs' contents.
 - :class:`~rlcd.delta.outcome.Abort`: the bin cannot commit; ``reason`` is one of
   :data:`REASONS` (stable metric labels).
@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from rlcd.compaction.remap import DV_RESTORED
-from rlcd.compaction.tags import Composition, parse_composition
 from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import canonical_path
+from rlcd.reconcile.remap import DV_RESTORED
+from rlcd.reconcile.tags import Composition, parse_composition
 
 __all__ = (
     "METADATA_CHANGED",
@@ -301,7 +301,7 @@ def compaction_runs(actions: Sequence[Action]) -> dict[str, Compacted] | None:
 
     A compaction (design §5) removes something and changes no data: no remove or add has
     ``dataChange=true``. A tag is a per-source fact, so each tombstone in the single-run form
-    (:func:`~rlcd.compaction.tags.parse_composition`) gives its source's run, whatever the
+    (:func:`~rlcd.reconcile.tags.parse_composition`) gives its source's run, whatever the
     other tombstones carry; a source without one is absent (a DML cannot follow its rows).
     An add no tag names is allowed only while some remove is untagged (it may be those
     sources' output); when every remove is tagged, such an add means the commit did more

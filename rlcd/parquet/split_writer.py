@@ -4,7 +4,7 @@ pyarrow's writer encodes a row group's columns one after another in the calling 
 lone (split) bin is bound by its encode thread while the other core has little to do. This
 writer encodes a row group's first top-level fields in the calling thread and the others in
 a helper thread at the same time, each part as a file of its own in memory, and joins the
-parts (:mod:`rlcd.compaction.splice`) into the file one writer writes, byte for byte. Both
+parts (:mod:`rlcd.parquet._splice`) into the file one writer writes, byte for byte. Both
 parts are column selections of the one row group the caller holds, so a bin holds no more
 rows than with one writer. Where the parts split moves by one field after each row group,
 towards the part that took less CPU time; the file's bytes do not depend on it.
@@ -20,8 +20,8 @@ from itertools import accumulate
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rlcd.compaction.footer import MAGIC, parse_footer
-from rlcd.compaction.splice import SplicedFile
+from rlcd.parquet._splice import SplicedFile
+from rlcd.parquet.footer import MAGIC, parse_footer
 
 __all__ = ("SplitWriter",)
 

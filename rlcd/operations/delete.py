@@ -7,7 +7,7 @@ the complement of its DV and no data file is read. Otherwise each remaining file
 are decoded in physical order in a worker thread (:mod:`rlcd.compaction.source`), and
 ``row_mask`` picks the matches, mapped back to physical row positions (rows its DV already
 deletes are never candidates). The positions are committed in one commit by
-:func:`rlcd.compaction.dml.delete_rows`, which rebases onto winners or refuses; the same
+:func:`rlcd.operations._dv_writer.delete_rows`, which rebases onto winners or refuses; the same
 evaluation runs on the files a winner that read the table added meanwhile, so the delete
 extends to the rows they hold that match.
 """
@@ -21,9 +21,7 @@ import pyarrow as pa
 from pyroaring import AbstractBitMap64, BitMap64
 
 from rlcd.compaction.compact import rewrite_settings
-from rlcd.compaction.dml import CONCURRENT_APPEND, delete_rows
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.positions import positions_array, positions_bitmap
 from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import load_snapshot, read_deletion_vector, table_config
@@ -32,9 +30,11 @@ from rlcd.delta.predicate import BoundPredicate, Predicate
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.schema import column_mapping_mode, parse_schema
 from rlcd.errors import CorruptLogError, RlcdError, UnsupportedFeatureError
+from rlcd.operations._dv_writer import CONCURRENT_APPEND, delete_rows
+from rlcd.reconcile.positions import positions_array, positions_bitmap
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("FileDeletion", "DeleteReport", "bind_where", "delete_where")
+__all__ = ("FileDeletion", "DeleteReport", "bind_where", "delete_where", "delete_rows")
 
 
 @dataclass(frozen=True, slots=True)

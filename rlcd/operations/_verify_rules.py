@@ -1,7 +1,7 @@
 """What counts as a problem of a live file, from what storage showed of it. Pure: no IO.
 
 The files half of ``rlcd verify`` observes each file of the current snapshot
-(:mod:`rlcd.compaction.verify_files` does the IO) and these rules turn one observation into the
+(:mod:`rlcd.operations._verify_files` does the IO) and these rules turn one observation into the
 problems it shows, each naming the file as its ``add`` does:
 
 * the data file exists and has the size its ``add`` says (a different size means another file

@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyroaring import BitMap64
 
-from rlcd.compaction.remap import (
+from rlcd.delta.outcome import Abort
+from rlcd.reconcile.remap import (
     DV_RESTORED,
     OVERLAPPING_DELETES,
     POSITION_OUTSIDE_RUN,
@@ -16,7 +17,6 @@ from rlcd.compaction.remap import (
     reverse_rebase,
     run_mask,
 )
-from rlcd.delta.outcome import Abort
 
 
 @st.composite

@@ -14,7 +14,7 @@ from typing import Final
 import pyarrow as pa
 from pyroaring import AbstractBitMap64, BitMap, FrozenBitMap64
 
-from rlcd.compaction import kernels
+from rlcd.parquet import kernels
 
 __all__ = ("DeletedRows", "positions_array", "positions_bitmap")
 __pure__ = True

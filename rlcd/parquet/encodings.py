@@ -48,7 +48,7 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rlcd.compaction import kernels
+from rlcd.parquet import kernels
 
 __all__ = (
     "DICTIONARY",

@@ -36,9 +36,6 @@ from typing import Final
 import structlog
 from pyroaring import AbstractBitMap64, BitMap64, FrozenBitMap64
 
-from rlcd.compaction.classify import Compacted, compaction_runs
-from rlcd.compaction.reconcile import loose_stats
-from rlcd.compaction.remap import ROW_ALREADY_DELETED, merge_same_file, reverse_rebase
 from rlcd.delta.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from rlcd.delta.coordination import ensure_put_if_absent_writers
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file
@@ -55,6 +52,9 @@ from rlcd.errors import (
     TableError,
     UnsupportedFeatureError,
 )
+from rlcd.reconcile.bin_actions import loose_stats
+from rlcd.reconcile.classify import Compacted, compaction_runs
+from rlcd.reconcile.remap import ROW_ALREADY_DELETED, merge_same_file, reverse_rebase
 from rlcd.storage.base import AlreadyExists, ObjectStore
 
 __all__ = (

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlcd.compaction.tags import (
+from rlcd.delta.actions import AddFile, RemoveFile, parse_commit
+from rlcd.delta.dv import DeletionVectorDescriptor
+from rlcd.reconcile.tags import (
     COMPACTED_INTO,
     COMPACTION_INFO,
     Composition,
@@ -19,8 +21,6 @@ from rlcd.compaction.tags import (
     optimized_for,
     parse_composition,
 )
-from rlcd.delta.actions import AddFile, RemoveFile, parse_commit
-from rlcd.delta.dv import DeletionVectorDescriptor
 
 DBR_OUTPUT = "part-00000-378c491b-e2a3-40c7-b572-f43e95b22ea6.c000.snappy.parquet"
 DBR_SOURCES = (

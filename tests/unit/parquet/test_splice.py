@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rlcd.compaction.footer import MAGIC, footer_span
-from rlcd.compaction.splice import SplicedFile
-from rlcd.compaction.split_writer import SplitWriter
-from rlcd.compaction.thrift import STRUCT, edit_struct, integer, list_header, read_integer
+from rlcd.parquet._splice import SplicedFile
+from rlcd.parquet._thrift import STRUCT, edit_struct, integer, list_header, read_integer
+from rlcd.parquet.footer import MAGIC, footer_span
+from rlcd.parquet.split_writer import SplitWriter
 
 ROWS = 3_000
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rlcd.compaction.encodings import (
+from rlcd.parquet.encodings import (
     DELTA_BINARY_PACKED,
     DICTIONARY,
     PLAIN,

@@ -30,13 +30,13 @@ import anyio
 import pyarrow as pa
 
 from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions, fetch_source
-from rlcd.compaction.tags import COMPACTED_INTO, Composition, check_tiling, parse_composition
 from rlcd.delta.actions import Action, AddFile, RemoveFile
 from rlcd.delta.load import list_log, read_commit
 from rlcd.delta.log_path import LogKind
 from rlcd.delta.partitions import object_key
 from rlcd.delta.replay import canonical_path
 from rlcd.errors import DeletionVectorError, MissingDataFileError, NotFoundError, RlcdError
+from rlcd.reconcile.tags import COMPACTED_INTO, Composition, check_tiling, parse_composition
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("CommitCheck", "check_tags")

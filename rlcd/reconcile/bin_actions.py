@@ -1,15 +1,15 @@
 """Forward reconcile: carry a rewritten bin over the DML winners that beat its commit. Pure.
 
 A bin keeps a :class:`BinState` across commit attempts (design §4): each source's read-time
-add (its DV is ``Dr``) and run (a :class:`~rlcd.compaction.tags.Composition`), the source's
+add (its DV is ``Dr``) and run (a :class:`~rlcd.reconcile.tags.Composition`), the source's
 live add as of the latest winner (the key its tombstone must carry), and the output's DV so
 far. :func:`apply_steps` folds the classified winner steps into it:
 
-- :class:`~rlcd.compaction.classify.Remap` (the winner replaced S's DV by ``Dw``): the new
+- :class:`~rlcd.reconcile.classify.Remap` (the winner replaced S's DV by ``Dw``): the new
   deletions ``Dw - Dr`` join the output's DV at their output positions, and S's tombstone is
   re-keyed to ``(S, Dw)``. The latest ``Dw`` always covers the earlier ones (checked), so a
   second winner on the same source remaps from ``Dr`` again and the union is idempotent.
-- :class:`~rlcd.compaction.classify.Mask` (the winner removed S, rewriting its surviving rows
+- :class:`~rlcd.reconcile.classify.Mask` (the winner removed S, rewriting its surviving rows
   elsewhere): S's whole run joins the output's DV, and S gets no tombstone (it is gone), as long
   as the output's deleted fraction stays at most ``max_masked_ratio``.
 
@@ -30,27 +30,26 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import TYPE_CHECKING, Final, assert_never
+from typing import Final, Generic, Protocol, TypeVar, assert_never
 
 from pyroaring import AbstractBitMap64, FrozenBitMap64
 
-from rlcd.compaction.classify import Mask, Remap
-from rlcd.compaction.remap import DV_RESTORED, forward_remap, run_mask
-from rlcd.compaction.tags import Composition, composition_tags, optimized_tags
 from rlcd.delta.actions import Action, AddFile
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import canonical_path
 from rlcd.delta.stats_json import stats_json
-
-if TYPE_CHECKING:
-    from rlcd.compaction.rewrite import RewrittenBin
+from rlcd.reconcile.classify import Mask, Remap
+from rlcd.reconcile.remap import DV_RESTORED, forward_remap, run_mask
+from rlcd.reconcile.tags import Composition, composition_tags, optimized_tags
 
 __all__ = (
     "COMPOSITION_UNKNOWN",
     "MASK_CEILING_EXCEEDED",
     "Fate",
     "SourceState",
+    "BinSources",
+    "Rewritten",
     "BinState",
     "initial_state",
     "apply_steps",
@@ -66,6 +65,43 @@ MASK_CEILING_EXCEEDED: Final = "mask_ceiling_exceeded"
 
 DvKey = tuple[str, str | None]
 """An add's log-replay key ``(path, DV unique id)``: what a loaded DV is filed under."""
+
+
+class BinSources(Protocol):
+    """What reconcile reads of a planned bin (``rlcd.compaction.plan.Bin``): the sources in
+    log order and their partition values, copied into the output's add."""
+
+    @property
+    def sources(self) -> tuple[AddFile, ...]: ...
+    @property
+    def partition_values(self) -> Mapping[str, str | None]: ...
+
+
+class Rewritten(Protocol):
+    """What reconcile reads of a rewritten bin (``rlcd.compaction.rewrite.RewrittenBin``),
+    named here so that the conflict maths does not depend on the engine that writes files."""
+
+    @property
+    def bin(self) -> BinSources: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def modification_time(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def stats(self) -> str | None: ...
+    @property
+    def physical_rows(self) -> tuple[int, ...]: ...
+    @property
+    def offsets(self) -> tuple[int, ...] | None: ...
+    @property
+    def target_file_size(self) -> int | None: ...
+
+
+R = TypeVar("R", bound=Rewritten)
 
 
 class Fate(enum.Enum):
@@ -92,11 +128,11 @@ class SourceState:
 
 
 @dataclass(frozen=True, slots=True)
-class BinState:
+class BinState(Generic[R]):
     """A rewritten bin and what the winners so far did to it. ``deleted`` is the output's DV
     (output row positions); ``remapped_positions`` counts the ones remaps put there."""
 
-    done: RewrittenBin
+    done: R
     sources: tuple[SourceState, ...]
     deleted: FrozenBitMap64
     remapped_positions: int = 0
@@ -126,7 +162,7 @@ class BinState:
         }
 
 
-def initial_state(done: RewrittenBin) -> BinState:
+def initial_state(done: R) -> BinState[R]:
     """A bin as rewritten, before any winner."""
     runs: list[Composition | None] = [None] * len(done.bin.sources)
     if done.offsets is not None:
@@ -141,12 +177,12 @@ def initial_state(done: RewrittenBin) -> BinState:
 
 
 def apply_steps(
-    state: BinState,
+    state: BinState[R],
     steps: Sequence[Remap | Mask],
     bitmaps: Mapping[DvKey, AbstractBitMap64],
     *,
     max_masked_ratio: float,
-) -> BinState | Abort:
+) -> BinState[R] | Abort:
     """Fold one winner's steps for this bin into its state, or abort the bin.
 
     Args:
@@ -224,7 +260,7 @@ def loose_stats(stats: str | None) -> str | None:
 
 
 def bin_actions(
-    state: BinState, *, now_ms: int, output_dv: DeletionVectorDescriptor | None
+    state: BinState[R], *, now_ms: int, output_dv: DeletionVectorDescriptor | None
 ) -> list[Action]:
     """The output's add (``dataChange=false``) and the sources' tombstones.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlcd.compaction.counter import BatchCounter, Run, guard_offsets
+from rlcd.reconcile.counter import BatchCounter, Run, guard_offsets
 
 
 def test_batches_of_one_source_merge_into_one_run() -> None:

@@ -8,11 +8,14 @@ from decimal import Decimal
 import pytest
 from pyroaring import BitMap64
 
-from rlcd.compaction.classify import Mask, Remap
-from rlcd.compaction.counter import Run
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.reconcile import (
+from rlcd.compaction.rewrite import RewrittenBin
+from rlcd.delta.actions import AddFile, RemoveFile
+from rlcd.delta.dv import DeletionVectorDescriptor, decode_inline_dv
+from rlcd.delta.outcome import Abort
+from rlcd.errors import ConfigError
+from rlcd.reconcile.bin_actions import (
     BinState,
     Fate,
     apply_steps,
@@ -20,12 +23,9 @@ from rlcd.compaction.reconcile import (
     initial_state,
     loose_stats,
 )
-from rlcd.compaction.rewrite import RewrittenBin
-from rlcd.compaction.tags import COMPACTED_INTO, composition_tags
-from rlcd.delta.actions import AddFile, RemoveFile
-from rlcd.delta.dv import DeletionVectorDescriptor, decode_inline_dv
-from rlcd.delta.outcome import Abort
-from rlcd.errors import ConfigError
+from rlcd.reconcile.classify import Mask, Remap
+from rlcd.reconcile.counter import Run
+from rlcd.reconcile.tags import COMPACTED_INTO, composition_tags
 
 
 def _add(path: str, rows: int, *deleted: int) -> AddFile:

@@ -24,8 +24,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from rlcd.compaction.footer import MAGIC, footer_span
-from rlcd.compaction.thrift import (
+from rlcd.parquet._thrift import (
     STOP,
     STRUCT,
     Edits,
@@ -37,6 +36,7 @@ from rlcd.compaction.thrift import (
     struct_fields,
     struct_list,
 )
+from rlcd.parquet.footer import MAGIC, footer_span
 
 __all__ = ("SplicedFile",)
 __pure__ = True

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rlcd.compaction.verify_rules import FileObservation, FileProblem, file_problems
 from rlcd.delta.actions import AddFile
+from rlcd.operations._verify_rules import FileObservation, FileProblem, file_problems
 
 ADD = AddFile(path="p=1/part-0.parquet", size=1000, stats=json.dumps({"numRecords": 10}))
 

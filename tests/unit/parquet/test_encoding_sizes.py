@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlcd.compaction.encodings import DELTA_BINARY_PACKED, PLAIN, ColumnEncodings, plan_file
+from rlcd.parquet.encodings import DELTA_BINARY_PACKED, PLAIN, ColumnEncodings, plan_file
 
 ROW_GROUP_BYTES = 8 * 1024 * 1024  # the bin's, as rlcd.compaction.rewrite plans a bin's file
 MAX_ROWS = 1 << 20

@@ -10,15 +10,15 @@ import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap64
 
-from rlcd.compaction.batching import (
+from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions
+from rlcd.delta.actions import AddFile
+from rlcd.parquet.batching import (
     BATCH_BUFFER_BYTES,
     MAX_BATCH_ROWS,
     batch_rows,
     footer_row_bytes,
     row_bytes,
 )
-from rlcd.compaction.source import DecodedSource, FetchedSource, ReadOptions
-from rlcd.delta.actions import AddFile
 
 WIDE = 1000  # bytes a value
 
