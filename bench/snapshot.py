@@ -165,7 +165,7 @@ def _add(i: int, n: int, rng: random.Random) -> dict[str, Any]:
 
 def _dv(rng: random.Random, cardinality: int) -> dict[str, Any]:
     """A descriptor of a DV in a UUID-named file (the file itself is not written)."""
-    from rlcd.delta.dv.z85 import z85_encode
+    from rlcd.delta.dv._z85 import z85_encode
 
     return {
         "storageType": "u",

@@ -4,26 +4,12 @@ Import from here rather than from the packages, whose module layout may change. 
 by ``rlcd/__init__.py``: ``rlcd --help`` must not pay for the compaction engine's imports.
 """
 
+from rlcd import errors
 from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.compact import CompactionReport, compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.load import load_snapshot
-from rlcd.errors import (
-    ConcurrentModificationError,
-    ConfigError,
-    CorruptDataError,
-    CorruptLogError,
-    DeletionVectorError,
-    InternalError,
-    MissingDataFileError,
-    NotFoundError,
-    RetriesExhaustedError,
-    RlcdError,
-    StorageError,
-    TableError,
-    TransientStorageError,
-    UnsupportedFeatureError,
-)
+from rlcd.errors import *  # noqa: F403 (the whole error tree, as errors.__all__ lists it)
 from rlcd.operations.delete import DeleteReport, delete_rows, delete_where
 from rlcd.operations.verify import verify_table
 from rlcd.reconcile.classify import compaction_runs
@@ -49,18 +35,5 @@ __all__ = (
     "open_store",
     "S3Config",
     "load_snapshot",
-    "RlcdError",
-    "StorageError",
-    "NotFoundError",
-    "TransientStorageError",
-    "RetriesExhaustedError",
-    "TableError",
-    "CorruptLogError",
-    "CorruptDataError",
-    "MissingDataFileError",
-    "DeletionVectorError",
-    "UnsupportedFeatureError",
-    "ConcurrentModificationError",
-    "ConfigError",
-    "InternalError",
+    *errors.__all__,
 )

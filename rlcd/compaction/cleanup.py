@@ -1,5 +1,5 @@
 """Removing what killed or failed runs of rlcd left in a table: the IO edge of
-:mod:`rlcd.compaction.orphans`, which holds the rules.
+:mod:`rlcd.compaction._orphans`, which holds the rules.
 
 :func:`clean_table` lists the table's unfinished writes and aborts rlcd's old ones, then lists
 its files and, only when some are rlcd's and past the grace period, reads every file in
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import structlog
 
 from rlcd._tasks import gather
-from rlcd.compaction.orphans import (
+from rlcd.compaction._orphans import (
     DEFAULT_GRACE_S,
     FileReference,
     References,

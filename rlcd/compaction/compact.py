@@ -31,7 +31,6 @@ from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
 from rlcd.compaction.source import ReadOptions
-from rlcd.compaction.stats import stats_spec
 from rlcd.delta.actions import AddFile
 from rlcd.delta.coordination import external_commit_temp, refuse_external_commits
 from rlcd.delta.load import load_snapshot, read_commits_after, table_config
@@ -44,6 +43,7 @@ from rlcd.delta.schema import (
     physical_partition_columns,
     to_arrow_schema,
 )
+from rlcd.delta.stats_spec import stats_spec
 from rlcd.errors import (
     ConcurrentModificationError,
     CorruptLogError,

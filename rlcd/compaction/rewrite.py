@@ -45,6 +45,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import primary_error
+from rlcd.compaction._stats import StatsAccumulator
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.source import (
     DecodedSource,
@@ -52,9 +53,9 @@ from rlcd.compaction.source import (
     ReadOptions,
     fetch_source,
 )
-from rlcd.compaction.stats import StatsAccumulator, StatsSpec
 from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, partition_dir
+from rlcd.delta.stats_spec import StatsSpec
 from rlcd.errors import RlcdError
 from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
 from rlcd.parquet.split_writer import SplitWriter

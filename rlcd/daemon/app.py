@@ -10,7 +10,7 @@ table, the metrics and health endpoint, and systemd's notifier, then runs the
   limits, log level); a bad one is logged with its error and the old settings stay.
 
 ``READY=1`` is sent once the config is loaded and the endpoint listens; ``STATUS=`` after each
-step of the loop; ``WATCHDOG=1`` from the event loop (:func:`~rlcd.daemon.systemd.run_watchdog`).
+step of the loop; ``WATCHDOG=1`` from the event loop (:func:`~rlcd.daemon._systemd.run_watchdog`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import TextIO
 import anyio
 import structlog
 
+from rlcd.daemon._systemd import Notifier, run_watchdog
 from rlcd.daemon.config import Settings, load_settings, with_instance
 from rlcd.daemon.logging import configure_logging
 from rlcd.daemon.metrics import Metrics, serve_metrics
 from rlcd.daemon.supervise import Limits, Supervisor
-from rlcd.daemon.systemd import Notifier, run_watchdog
 from rlcd.errors import ConfigError
 from rlcd.storage import LocalStore, S3Client
 from rlcd.storage.base import ObjectStore

@@ -1,7 +1,7 @@
 """The daemon's loop over many tables: poll, schedule, compact, drain, reload.
 
 Theory of operation (rlc-design.md §7, Run). One :class:`Supervisor` owns every table's
-:class:`~rlcd.daemon.watch.TableWatch` and the pure :class:`~rlcd.daemon.schedule.Schedule`.
+:class:`~rlcd.daemon._watch.TableWatch` and the pure :class:`~rlcd.daemon.schedule.Schedule`.
 Every ``poll_interval`` it polls the tables (one LIST each when idle), plans the changed ones
 (:func:`~rlcd.compaction.compact.plan_table`, in a worker thread) and starts the tables the
 schedule picks, each a :func:`~rlcd.compaction.compact.compact_table` run in the supervisor's
@@ -39,11 +39,11 @@ from rlcd.compaction.compact import CompactionReport, FailureKind, compact_table
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
+from rlcd.daemon._watch import TableWatch
 from rlcd.daemon.config import DiscoverEntry, Settings, TablePolicy
 from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
 from rlcd.daemon.metrics import Health, Metrics, TableHealth
 from rlcd.daemon.schedule import Backlog, Backoff, RunOutcome, Schedule, Trigger
-from rlcd.daemon.watch import TableWatch
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import RlcdError, UnsupportedFeatureError
 from rlcd.storage.base import ObjectStore

@@ -1,7 +1,7 @@
 """Loading snapshots from a store: the delta layer's only IO.
 
 A load reads ``_last_checkpoint`` (a hint, checked and ignored when it lies), lists the log from
-there, picks the segment (:mod:`rlcd.delta.segment`), reads the checkpoint and commits, and
+there, picks the segment (:mod:`rlcd.delta._segment`), reads the checkpoint and commits, and
 replays them (:mod:`rlcd.delta.replay`). :func:`update_snapshot` moves a held snapshot forward by
 reading only the commits after it. Every parse failure becomes a :class:`CorruptLogError` naming
 the table, version and file.
@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
+from rlcd.delta._checkpoint import checkpoint_actions
+from rlcd.delta._segment import LogSegment, build_segment
 from rlcd.delta.actions import (
     Action,
     ActionError,
@@ -30,8 +32,7 @@ from rlcd.delta.actions import (
     Sidecar,
     parse_commit,
 )
-from rlcd.delta.checkpoint import checkpoint_actions
-from rlcd.delta.dv.codec import dv_byte_range, load_dv
+from rlcd.delta.dv import dv_byte_range, load_dv
 from rlcd.delta.log_path import (
     LAST_CHECKPOINT,
     LOG_DIR,
@@ -43,7 +44,6 @@ from rlcd.delta.log_path import (
 from rlcd.delta.partitions import object_key
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, replay
-from rlcd.delta.segment import LogSegment, build_segment
 from rlcd.errors import CorruptLogError, DeletionVectorError, NotFoundError
 from rlcd.storage.base import ObjectStore
 

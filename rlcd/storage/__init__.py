@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from rlcd.storage._local import LocalStore
 from rlcd.storage.base import (
     MIN_PART_SIZE,
     AlreadyExists,
@@ -24,7 +25,6 @@ from rlcd.storage.base import (
     PutResult,
     Written,
 )
-from rlcd.storage.local import LocalStore
 from rlcd.storage.retry import RetryPolicy
 from rlcd.storage.s3config import S3Config
 from rlcd.storage.uri import TableUri

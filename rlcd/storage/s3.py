@@ -25,8 +25,8 @@
 - **Data requests** (the GET of every source, the UploadPart of every part) skip botocore's
   request pipeline, which costs event-loop CPU on every request, and aiohttp, which copies
   every response byte twice: they go out on rlcd's own HTTP/1.1 connections
-  (:mod:`rlcd.storage.http1`, a body received straight into one buffer) with botocore's TLS
-  settings and the client's timeouts, signed by :mod:`rlcd.storage.sigv4` with the client's
+  (:mod:`rlcd.storage._http1`, a body received straight into one buffer) with botocore's TLS
+  settings and the client's timeouts, signed by :mod:`rlcd.storage._sigv4` with the client's
   credentials: see :class:`_Route`. botocore still resolves where a bucket is and sends
   everything else, and every request to a bucket reached through a proxy.
 - **Conditional writes**: ``put_if_absent`` is ``PutObject`` with ``If-None-Match: *``. A 412
@@ -79,7 +79,10 @@ from rlcd.errors import (
     StorageError,
     TransientStorageError,
 )
+from rlcd.storage._http1 import HttpPool, Origin
 from rlcd.storage._keys import check_key, check_prefix, check_range
+from rlcd.storage._multipart import MultipartWriter, Pieces
+from rlcd.storage._sigv4 import SigningKey, canonical_query, quote_key, sign
 from rlcd.storage.base import (
     AlreadyExists,
     ObjectMeta,
@@ -87,11 +90,8 @@ from rlcd.storage.base import (
     PutResult,
     Written,
 )
-from rlcd.storage.http1 import HttpPool, Origin
-from rlcd.storage.multipart import MultipartWriter, Pieces
 from rlcd.storage.retry import retrying
 from rlcd.storage.s3config import AddressingStyle, S3Config
-from rlcd.storage.sigv4 import SigningKey, canonical_query, quote_key, sign
 from rlcd.storage.uri import TableUri
 
 __all__ = ("S3Config", "S3Client", "S3Store", "AddressingStyle")
@@ -353,8 +353,8 @@ class _Reply:
 class _Route:
     """A bucket's data requests (GET, UploadPart) sent past botocore's request pipeline, which
     costs event-loop CPU on every request (serialisation, endpoint rules, event hooks,
-    parsing), on rlcd's own connections (:mod:`rlcd.storage.http1`) and signed by
-    :mod:`rlcd.storage.sigv4` with the client's own credentials and region.
+    parsing), on rlcd's own connections (:mod:`rlcd.storage._http1`) and signed by
+    :mod:`rlcd.storage._sigv4` with the client's own credentials and region.
 
     Only a conclusive answer is taken from it; any other (a redirect to the bucket's region, a
     refused signature, an access denial) sends the request through botocore instead, which
@@ -611,7 +611,7 @@ class S3Store:
 
 
 class _S3Parts:
-    """The :class:`~rlcd.storage.multipart.PartSink` of an S3 store: a multipart upload."""
+    """The :class:`~rlcd.storage._multipart.PartSink` of an S3 store: a multipart upload."""
 
     def __init__(self, store: S3Store) -> None:
         self._store = store

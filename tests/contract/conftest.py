@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlcd.storage import S3Client, open_store
-from rlcd.storage.local import is_temp_name
+from rlcd.storage._local import is_temp_name
 from tests.contract.support import Backend, boto_client, moto_config
 
 

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rlcd.cli.daemon_demo import DEMO_TABLES, DaemonProcess, TableSpec, Workload, wait_converged
-from rlcd.compaction.orphans import is_own_file, json_references, referenced
+from rlcd.compaction._orphans import is_own_file, json_references, referenced
 from tests.contract.faultproxy import Fault, FaultProxy
 from tests.integration.tables import append, batch, live_files
 

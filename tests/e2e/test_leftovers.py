@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from rlcd.delta.names import data_file_name, rlcd_file_uuid
-from rlcd.storage.local import is_temp_name
+from rlcd.storage._local import is_temp_name
 from tests.contract.support import boto_client
 from tests.e2e.test_cli import rlcd
 from tests.integration.tables import S3Mirror, append, delta_rs_rows, partitioned

@@ -22,7 +22,8 @@ from pyroaring import BitMap64
 from rlcd.parquet.encodings import choose_encodings
 from rlcd.reconcile.positions import DeletedRows
 from rlcd.reconcile.remap import forward_remap, reverse_rebase
-from rlcd.compaction.stats import StatKind, StatsAccumulator, StatsLeaf, StatsSpec
+from rlcd.compaction._stats import StatsAccumulator
+from rlcd.delta.stats_spec import StatKind, StatsLeaf, StatsSpec
 
 def show(name, positions):
     positions = list(positions)

@@ -18,10 +18,10 @@ import delta_kernel_rust_sharing_wrapper as kernel
 import deltalake
 import pyarrow as pa
 
+from rlcd.delta._segment import build_segment
 from rlcd.delta.load import list_log, load_snapshot, read_commit
 from rlcd.delta.log_path import LogKind
 from rlcd.delta.replay import Snapshot, replay
-from rlcd.delta.segment import build_segment
 from rlcd.storage import LocalStore, S3Config
 
 Rows = collections.Counter[tuple[tuple[str, Any], ...]]

@@ -20,7 +20,7 @@ import pytest
 from rlcd.compaction.cleanup import clean_table
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.delta.dv.z85 import z85_decode, z85_encode
+from rlcd.delta.dv._z85 import z85_decode, z85_encode
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.log_path import LogKind, LogPath
 from rlcd.delta.names import data_file_name, dv_file_name, rlcd_uuid

@@ -33,8 +33,8 @@ from rlcd.compaction.rewrite import (
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.errors import MissingDataFileError, StorageError
 from rlcd.storage import LocalStore
+from rlcd.storage._multipart import MultipartWriter
 from rlcd.storage.base import ObjectMeta
-from rlcd.storage.multipart import MultipartWriter
 from tests.integration.tables import append, batch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

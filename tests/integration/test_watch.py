@@ -8,7 +8,7 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from rlcd.daemon.watch import TableWatch
+from rlcd.daemon._watch import TableWatch
 from rlcd.delta.load import load_snapshot
 from rlcd.storage import LocalStore
 from rlcd.storage.metered import MeteredStore

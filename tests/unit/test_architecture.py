@@ -29,6 +29,10 @@ above the module named (whose ``__init__`` Python runs first) are not counted.
 - **Private modules**: a module whose name, or one of whose packages' names, starts with ``_``
   is imported only from within the package that holds it: ``rlcd.storage._keys`` only by
   ``rlcd.storage``'s modules, ``rlcd._tasks`` (held by ``rlcd`` itself) by any rlcd module.
+- **Public means used**: in a package that other packages may import, a module that none of
+  them imports is an implementation detail and takes a leading ``_``; what stays public is the
+  package's face. The top (``rlcd.cli``, ``rlcd.api``), which no package but ``__main__`` may
+  import, is exempt.
 """
 
 from __future__ import annotations
@@ -214,6 +218,7 @@ def violations(
     """Everything in ``modules`` that breaks a rule of the module docstring, one line each."""
     found: list[str] = []
     edges: dict[str, set[str]] = {}
+    used_outside: set[str] = set()
     tops = {name.split(".")[0] for name in modules}
     for module in modules.values():
         unit = _unit(module.name)
@@ -236,9 +241,20 @@ def violations(
                 found.append(f"{where}: private to {owner}")
             target_unit = _unit(imp.target)
             if target_unit != unit:
+                used_outside.add(imp.target)
                 edges.setdefault(unit, set()).add(target_unit)
                 if unit in may_import and target_unit not in may_import[unit]:
                     found.append(f"{where}: {unit} may not import {target_unit}")
+    importable = set().union(*(v for k, v in may_import.items() if not k.endswith(".__main__")))
+    for name, module in modules.items():
+        if (
+            _unit(name) in importable
+            and name != _unit(name)
+            and not module.is_package
+            and _private_to(name) is None
+            and name not in used_outside
+        ):
+            found.append(f"{name}: no other package imports it, so its name starts with _")
     for group in cycles({u: frozenset(targets) for u, targets in edges.items()}):
         found.append(f"packages import each other in a cycle: {' '.join(group)}")
     return list(dict.fromkeys(found))
@@ -309,6 +325,7 @@ _PLANT_BASE = {
         ("low/calc.py", '"""Pure."""\n__pure__ = True\nfrom . import io\n', "not pure"),
         ("low/calc.py", '"""Pure: no IO."""\n', "docstring and its __pure__ disagree"),
         ("side/__init__.py", "", "fake.side is not in the layering table"),
+        ("low/helper.py", "", "fake.low.helper: no other package imports it"),
     ],
 )
 def test_a_planted_violation_is_reported(
@@ -327,11 +344,11 @@ def test_a_clean_planted_tree_passes(tmp_path: Path) -> None:
     in its own package, relative imports) breaks no rule."""
     base = {
         **_PLANT_BASE,
-        "low/typed.py": (
+        "low/_typed.py": (
             '"""Pure."""\n__pure__ = True\nfrom typing import TYPE_CHECKING\n'
             "if TYPE_CHECKING:\n    from fake.low import io\n"
         ),
-        "low/user.py": "from . import _hidden\nfrom fake.low._hidden import x\n",
+        "low/_user.py": "from . import _hidden\nfrom fake.low._hidden import x\n",
     }
     for name, text in base.items():
         (tmp_path / "fake" / name).parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from rlcd.storage.sigv4 import SigningKey, canonical_query, quote_key, sign
+from rlcd.storage._sigv4 import SigningKey, canonical_query, quote_key, sign
 
 WHEN = datetime(2026, 12, 1, 15, 4, 5, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ bytes is the caller's job: :func:`dv_byte_range` says which range of which file
 Spec: ``shared/docs/delta-protocol.md`` §3.
 """
 
-from rlcd.delta.dv.codec import (
+from rlcd.delta.dv._codec import (
     FORMAT_VERSION,
     MAX_ROW_INDEX,
     NATIVE_MAGIC,
@@ -22,8 +22,8 @@ from rlcd.delta.dv.codec import (
     load_dv,
     serialize_bitmap,
 )
+from rlcd.delta.dv._z85 import z85_decode, z85_encode
 from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
-from rlcd.delta.dv.z85 import z85_decode, z85_encode
 
 __all__ = (
     "DeletionVectorDescriptor",

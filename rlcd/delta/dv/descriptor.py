@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote
 from uuid import UUID
 
-from rlcd.delta.dv.codec import serialize_bitmap
-from rlcd.delta.dv.z85 import z85_decode, z85_encode
+from rlcd.delta.dv._codec import serialize_bitmap
+from rlcd.delta.dv._z85 import z85_decode, z85_encode
 
 if TYPE_CHECKING:
     from pyroaring import AbstractBitMap64

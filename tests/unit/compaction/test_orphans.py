@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from rlcd.compaction.orphans import (
+from rlcd.compaction._orphans import (
     expired_file,
     expired_upload,
     is_own_file,
@@ -17,7 +17,7 @@ from rlcd.compaction.orphans import (
     referenced,
     unreferenced,
 )
-from rlcd.delta.dv.z85 import z85_encode
+from rlcd.delta.dv._z85 import z85_encode
 from rlcd.delta.names import data_file_name, dv_file_name
 from rlcd.storage.base import ObjectMeta, PendingUpload
 

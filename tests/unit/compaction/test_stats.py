@@ -22,22 +22,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlcd.compaction.rewrite import RewriteSettings, parquet_writer
-from rlcd.compaction.source import ReadOptions
-from rlcd.compaction.stats import (
-    NUM_INDEXED_COLS_KEY,
+from rlcd.compaction._stats import (
     PARQUET_MAX_STATISTICS_BYTES,
-    STATS_COLUMNS_KEY,
-    STRING_PREFIX_LENGTH_KEY,
-    StatKind,
     StatsAccumulator,
-    StatsLeaf,
-    StatsSpec,
-    parse_stats_columns,
-    stats_spec,
     truncate_max_string,
     truncate_min_string,
 )
+from rlcd.compaction.rewrite import RewriteSettings, parquet_writer
+from rlcd.compaction.source import ReadOptions
 from rlcd.delta.actions import AddFile, Metadata, parse_commit
 from rlcd.delta.schema import (
     PHYSICAL_NAME_KEY,
@@ -52,6 +44,16 @@ from rlcd.delta.schema import (
     column_mapping_mode,
     parse_schema,
     to_arrow_schema,
+)
+from rlcd.delta.stats_spec import (
+    NUM_INDEXED_COLS_KEY,
+    STATS_COLUMNS_KEY,
+    STRING_PREFIX_LENGTH_KEY,
+    StatKind,
+    StatsLeaf,
+    StatsSpec,
+    parse_stats_columns,
+    stats_spec,
 )
 from tests.conftest import fixture_table
 

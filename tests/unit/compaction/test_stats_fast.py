@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlcd.compaction import stats as stats_module
-from rlcd.compaction.stats import StatKind, StatsAccumulator, StatsLeaf, StatsSpec
+from rlcd.compaction import _stats as stats_module
+from rlcd.compaction._stats import StatsAccumulator
+from rlcd.delta.stats_spec import StatKind, StatsLeaf, StatsSpec
 
 SPEC = StatsSpec((StatsLeaf(("x",), StatKind.FLOAT), StatsLeaf(("d",), StatKind.DECIMAL)), 32)
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from rlcd.daemon.systemd import Notifier, run_watchdog
+from rlcd.daemon._systemd import Notifier, run_watchdog
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rlcd.delta._segment import build_segment
 from rlcd.delta.actions import (
     ActionError,
     AddFile,
@@ -20,7 +21,6 @@ from rlcd.delta.actions import (
 from rlcd.delta.log_path import LogKind, LogPath
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import replay
-from rlcd.delta.segment import build_segment
 from rlcd.errors import CorruptLogError, UnsupportedFeatureError
 
 PROTOCOL = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
@@ -237,7 +237,7 @@ def test_checkpoint_stats_parsed_become_exact_json() -> None:
 
     import pyarrow as pa
 
-    from rlcd.delta.checkpoint import checkpoint_actions
+    from rlcd.delta._checkpoint import checkpoint_actions
 
     bounds = pa.struct(
         [("d", pa.decimal128(20, 2)), ("f", pa.float64()), ("t", pa.timestamp("us", "UTC"))]

@@ -16,11 +16,12 @@ import pyarrow as pa
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from rlcd.compaction.stats import STRING_PREFIX_LENGTH_KEY, StatsAccumulator, stats_spec
+from rlcd.compaction._stats import StatsAccumulator
 from rlcd.delta.actions import AddFile
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.predicate import Predicate
 from rlcd.delta.schema import ColumnMappingMode, parse_schema, to_arrow_schema
+from rlcd.delta.stats_spec import STRING_PREFIX_LENGTH_KEY, stats_spec
 
 NONE = ColumnMappingMode.NONE
 NAN, INF = float("nan"), float("inf")

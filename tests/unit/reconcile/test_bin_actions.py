@@ -39,21 +39,32 @@ RUN_S1 = composition_tags("out", 10, 10)
 STATS = '{"numRecords":22,"minValues":{"d":12345678901234567.891},"tightBounds":true}'
 
 
-def _state(*, tagged: bool = True) -> BinState:
-    b = Bin({}, (S0, S1, S2), 300, purges_dvs=False, needs_footer_counts=False)
-    done = RewrittenBin(
+def _rewritten(
+    sources: tuple[AddFile, ...],
+    runs: tuple[Run, ...],
+    physical_rows: tuple[int, ...],
+    offsets: tuple[int, ...] | None,
+) -> RewrittenBin:
+    """The bin of ``sources`` rewritten into one output, ``out``, holding ``runs``."""
+    b = Bin({}, sources, 300, purges_dvs=False, needs_footer_counts=False)
+    return RewrittenBin(
         bin=b,
         key="out",
         path="out",
         size=50,
         modification_time=1,
-        rows=22,
+        rows=sum(run.rows for run in runs),
         stats=STATS,
-        runs=(Run(0, 10), Run(1, 8), Run(2, 4)),
-        physical_rows=(10, 10, 4),
-        offsets=(0, 10, 18) if tagged else None,
+        runs=runs,
+        physical_rows=physical_rows,
+        offsets=offsets,
     )
-    return initial_state(done)
+
+
+def _state(*, tagged: bool = True) -> BinState:
+    runs = (Run(0, 10), Run(1, 8), Run(2, 4))
+    offsets = (0, 10, 18) if tagged else None
+    return initial_state(_rewritten((S0, S1, S2), runs, (10, 10, 4), offsets))
 
 
 def _bitmaps(*adds: AddFile) -> dict[tuple[str, str | None], BitMap64]:
@@ -183,19 +194,7 @@ def test_an_output_with_every_row_deleted_is_dropped() -> None:
 def test_a_dropped_output_is_named_by_no_tag() -> None:
     """Masks delete every row but s1's, and s1 was read with every row deleted (an empty
     run): the output is dropped, and s1's tombstone names no output that is not committed."""
-    b = Bin({}, (S0, _add("s1", 2, 0, 1)), 300, purges_dvs=False, needs_footer_counts=False)
-    done = RewrittenBin(
-        bin=b,
-        key="out",
-        path="out",
-        size=50,
-        modification_time=1,
-        rows=10,
-        stats=STATS,
-        runs=(Run(0, 10),),
-        physical_rows=(10, 2),
-        offsets=(0, 10),
-    )
+    done = _rewritten((S0, _add("s1", 2, 0, 1)), (Run(0, 10),), (10, 2), (0, 10))
     state = apply_steps(initial_state(done), [Mask("s0", 7)], {}, max_masked_ratio=1)
     assert isinstance(state, BinState) and state.output_dropped
     (remove,) = bin_actions(state, now_ms=1, output_dv=None)

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from rlcd.storage.http1 import MAX_HEAD_BYTES, HttpError, HttpPool, Origin, Response
+from rlcd.storage._http1 import MAX_HEAD_BYTES, HttpError, HttpPool, Origin, Response
 
 pytestmark = pytest.mark.anyio
 
@@ -346,7 +346,7 @@ async def test_an_answer_while_the_last_slice_is_queued_is_not_followed_by_reuse
     transport, but before all of it left: the connection is not reused."""
     import socket
 
-    from rlcd.storage import http1
+    from rlcd.storage import _http1 as http1
 
     made = http1._Exchange.connection_made
 

@@ -10,8 +10,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from rlcd.errors import StorageError, TransientStorageError
+from rlcd.storage._multipart import MultipartWriter, Pieces
 from rlcd.storage.base import MIN_PART_SIZE, ObjectMeta
-from rlcd.storage.multipart import MultipartWriter, Pieces
 
 pytestmark = pytest.mark.anyio
 

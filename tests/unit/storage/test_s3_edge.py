@@ -21,7 +21,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 
 from rlcd.errors import ConfigError, NotFoundError, StorageError, TransientStorageError
 from rlcd.storage import RetryPolicy, S3Config
-from rlcd.storage.http1 import HttpError
+from rlcd.storage._http1 import HttpError
 from rlcd.storage.s3 import _translate
 
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Final
 
 from pyroaring import AbstractBitMap64, BitMap64
 
-from rlcd.delta.dv.z85 import z85_decode
+from rlcd.delta.dv._z85 import z85_decode
 from rlcd.errors import DeletionVectorError, InternalError
 
 if TYPE_CHECKING:

@@ -34,6 +34,7 @@ import anyio.to_thread
 
 from rlcd.errors import NotFoundError, StorageError
 from rlcd.storage._keys import check_key, check_prefix, check_range
+from rlcd.storage._multipart import MultipartWriter, Pieces
 from rlcd.storage.base import (
     MIN_PART_SIZE,
     AlreadyExists,
@@ -42,7 +43,6 @@ from rlcd.storage.base import (
     PutResult,
     Written,
 )
-from rlcd.storage.multipart import MultipartWriter, Pieces
 from rlcd.storage.uri import TableUri
 
 __all__ = ("LocalStore", "LocalFileWriter", "TEMP_SUFFIX", "is_temp_name", "temp_target")
@@ -233,7 +233,7 @@ class LocalStore:
 
 
 class _LocalParts:
-    """The :class:`~rlcd.storage.multipart.PartSink` of a local store: parts are appended to a
+    """The :class:`~rlcd.storage._multipart.PartSink` of a local store: parts are appended to a
     temp file, published by ``os.replace``."""
 
     def __init__(self, store: LocalStore) -> None:
