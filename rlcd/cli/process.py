@@ -5,28 +5,24 @@
   warning). It is the pool pyarrow's Parquet reader builds arrays in, its writer converts in and
   compute functions use, and the one where the reader and writer keep their page and IO buffers
   (``pyarrow.set_memory_pool`` reaches the arrays, not those buffers). A rewrite allocates and
-  frees tens of MiB per row group, in a split bin in one thread what another allocated. On the
-  bench table mimalloc, pyarrow's usual default, used ~8% more CPU (it faults freed memory in
-  afresh) or peaked higher; jemalloc reuses freed memory, also across threads, and returns what
-  stays unused to the system in the background, so rlcd never purges it itself (that cost ~6%
-  CPU for no lower peak). With one allocator for the buffers and the arrays, memory one frees
-  the other reuses: ~35 MiB less peak RSS at the same CPU.
+  frees tens of MiB per row group, in a split bin in one thread what another allocated:
+  jemalloc reuses freed memory, also across threads, and returns what stays unused to the
+  system in the background, so rlcd never purges it itself. With one allocator for the buffers
+  and the arrays, memory one frees the other reuses.
 - Transparent huge pages are turned off for the process (Linux). An allocator that asks for
-  huge pages keeps each 2 MiB page it touches resident: on the bench table that held
-  35-50 MiB of RSS for at most 8 MiB in use, at no measurable time cost.
+  huge pages keeps each 2 MiB page it touches resident, far more than it uses.
 - numpy is not loaded. rlcd does not use it, and pyarrow, which works without it, imports it
-  whenever it is installed (with OpenBLAS, which starts a thread per core): on a dry run
-  15 MiB of RSS and 0.07 s of CPU per process for nothing. An import of numpy in the command's
-  process raises ImportError.
+  whenever it is installed (with OpenBLAS, which starts a thread per core). An import of numpy
+  in the command's process raises ImportError.
 - pyarrow's remote filesystems (S3, GCS, Azure, HDFS) are not loaded. ``pyarrow.parquet``
   imports ``pyarrow.fs``, which loads all four (``libarrow_s3`` with the AWS SDK among them),
-  while rlcd reads S3 through its own client and local files through pyarrow's native files:
-  5 MiB of RSS per process for nothing. ``pyarrow.fs`` itself still works; asking it for one of
-  them raises pyarrow's own ImportError.
+  while rlcd reads S3 through its own client and local files through pyarrow's native files.
+  ``pyarrow.fs`` itself still works; asking it for one of them raises pyarrow's own ImportError.
 
-The daemon (``rlcd run``) starts through the same entry point. Library code makes none of
-these settings: a program that imports ``rlcd.compaction`` directly keeps its own, and the
-compaction allocates in whatever pool is pyarrow's default there.
+What each costs or saves is measured in docs/performance.md. The daemon (``rlcd run``) starts
+through the same entry point. Library code makes none of these settings: a program that
+imports ``rlcd.compaction`` directly keeps its own, and the compaction allocates in whatever
+pool is pyarrow's default there.
 """
 
 from __future__ import annotations
