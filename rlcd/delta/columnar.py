@@ -287,14 +287,21 @@ def _canonical(paths: pa.ChunkedArray) -> pa.ChunkedArray:
     return pa.chunked_array([pa.array([canonical_path(p) for p in paths.to_pylist()], pa.string())])
 
 
-def _unique_last(adds: pa.Table, keys: pa.ChunkedArray) -> pa.Table:
-    """The adds with one row per key, the last (a checkpoint lists a path once; if one does not,
-    the later row wins, as in :mod:`rlcd.delta.replay`)."""
+def _unique_last(table: pa.Table, keys: pa.ChunkedArray | pa.Array) -> pa.Table:
+    """The rows of ``table`` with one row per key, the last. A checkpoint lists each key once;
+    one that does not gets the object replay's answer: the later row wins."""
     if pc.count_distinct(keys).as_py() == len(keys):
-        return adds
+        return table
     indexed = pa.table({"k": keys, "i": pa.array(range(len(keys)), pa.int64())})
     last = indexed.group_by("k").aggregate([("i", "max")]).column("i_max")
-    return adds.take(pc.take(last, pc.sort_indices(last)))
+    return table.take(pc.take(last, pc.sort_indices(last)))
+
+
+def _tombstone_keys(tombstones: pa.Table) -> pa.ChunkedArray:
+    """``canonical path NUL DV unique id`` per tombstone: its replay key as one string."""
+    dv = tombstones["deletion_vector"].combine_chunks()
+    uid = pc.coalesce(_dv_unique_id(dv), "")
+    return pc.binary_join_element_wise(_canonical(tombstones["path"]), uid, "\x00")
 
 
 @dataclass(frozen=True)
@@ -334,8 +341,10 @@ def replay_files(
         if isinstance(a, AddFile | RemoveFile)
     ]
     add_keys = _canonical(adds["path"])
-    adds = _unique_last(adds, add_keys)
-    add_keys = _canonical(adds["path"])
+    unique = _unique_last(adds, add_keys)
+    if unique is not adds:
+        adds, add_keys = unique, _canonical(unique["path"])
+    tombstones = _unique_last(tombstones, _tombstone_keys(tombstones))
     tomb_keys = _canonical(tombstones["path"])
     if not changes:
         return adds, tombstones
