@@ -366,11 +366,21 @@ def replay_files(
                 del live[key]
             gone[(key, action.dv_unique_id)] = action
     return (
-        pa.concat_tables([adds.filter(pc.invert(in_adds)), _adds_of(list(live.values()))]),
-        pa.concat_tables(
-            [tombstones.filter(pc.invert(in_tombs)), _tombstones_of(list(gone.values()))]
-        ),
+        pa.concat_tables([_without(adds, in_adds), _adds_of(list(live.values()))]),
+        pa.concat_tables([_without(tombstones, in_tombs), _tombstones_of(list(gone.values()))]),
     )
+
+
+def _without(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
+    """``table`` less the rows ``mask`` marks, as zero-copy slices between them: the marked rows
+    are the few the commits touched, and a filter would copy the whole table (its stats text
+    above all) while the original is still held."""
+    pieces, start = [], 0
+    for index in pc.indices_nonzero(mask.combine_chunks()).to_pylist():
+        pieces.append(table.slice(start, index - start))
+        start = index + 1
+    pieces.append(table.slice(start))
+    return pa.concat_tables(pieces)
 
 
 def _tombstone_json(row: dict[str, Any]) -> dict[str, Any]:
