@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -136,3 +137,92 @@ def test_generated_logs_replay_alike(ops: list[tuple[str, int]]) -> None:
         objects, columns = anyio.run(load)
         _assert_same(objects, columns)
         _assert_like_delta_rs(path, columns)
+
+
+_MAP = pa.map_(pa.string(), pa.string())
+_STRUCT_STATS_CHECKPOINT = pa.schema(
+    [
+        (
+            "protocol",
+            pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())]),
+        ),
+        (
+            "metaData",
+            pa.struct(
+                [
+                    ("id", pa.string()),
+                    ("format", pa.struct([("provider", pa.string()), ("options", _MAP)])),
+                    ("schemaString", pa.string()),
+                    ("partitionColumns", pa.list_(pa.string())),
+                    ("configuration", _MAP),
+                ]
+            ),
+        ),
+        (
+            "add",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("partitionValues", _MAP),
+                    ("size", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("stats", pa.string()),
+                    (
+                        "stats_parsed",
+                        pa.struct(
+                            [
+                                ("numRecords", pa.int64()),
+                                ("minValues", pa.struct([("id", pa.int64())])),
+                            ]
+                        ),
+                    ),
+                ]
+            ),
+        ),
+    ]
+)
+
+
+@pytest.mark.anyio
+async def test_struct_stats_across_row_groups_and_batches(tmp_path: Path) -> None:
+    """Adds checkpointed with stats only as ``stats_parsed`` (every other one here), in row
+    groups and decode batches that do not line up, each get their own stats text and rows."""
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    schema = (
+        '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    )
+    meta = {
+        "id": "t",
+        "format": {"provider": "parquet", "options": []},
+        "schemaString": schema,
+        "partitionColumns": [],
+        "configuration": [],
+    }
+    rows: list[dict[str, Any]] = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": meta},
+    ]
+    n = 20_000
+    for i in range(n):
+        text = f'{{"numRecords":{i},"minValues":{{"id":{i}}}}}' if i % 2 else None
+        add = {
+            "path": f"f{i}.parquet",
+            "partitionValues": [],
+            "size": i + 1,
+            "modificationTime": i,
+            "dataChange": True,
+            "stats": text,
+            "stats_parsed": {"numRecords": i, "minValues": {"id": -i}},
+        }
+        rows.append({"add": add})
+    checkpoint = pa.Table.from_pylist(rows, schema=_STRUCT_STATS_CHECKPOINT)
+    pq.write_table(checkpoint, log / f"{0:020d}.checkpoint.parquet", row_group_size=12_000)
+    async with LocalStore(tmp_path) as store:
+        objects, columns = await _both(store)
+    _assert_same(objects, columns)
+    by_path = dict(zip(columns.adds["path"].to_pylist(), add_files(columns.adds), strict=True))
+    assert by_path["f4.parquet"].stats == '{"numRecords":4,"minValues":{"id":-4}}'
+    assert by_path["f5.parquet"].stats == '{"numRecords":5,"minValues":{"id":5}}'
+    assert sorted(columns.adds["num_records"].to_pylist()) == list(range(n))
