@@ -24,7 +24,7 @@ Contenders, each run a fresh process, alternating within each repetition (as
 
 - ``deltalake``: ``DeltaTable(path)`` and ``get_add_actions(flatten=True)``, rows counted;
 - ``rlcd-load``: ``rlcd.delta.load.load_snapshot`` and iterating ``snapshot.files``;
-- ``rlcd-columnar``: ``rlcd.delta.columnar_load.load_columnar``, whose live adds are an Arrow
+- ``rlcd-columnar``: ``rlcd.delta._columnar_load.load_columnar``, whose live adds are an Arrow
   table as delta-rs' are (rows counted);
 - ``rlcd-dry-run``: ``python -m rlcd compact --dry-run PATH``, the command as a user runs it
   (loading and planning need no data file; the orphan sweep's listing finds none).
@@ -338,7 +338,7 @@ def verify(path: str) -> None:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from rlcd.delta.columnar_load import load_columnar
+    from rlcd.delta._columnar_load import load_columnar
     from rlcd.delta.load import load_snapshot
     from rlcd.storage import open_store
 
@@ -389,7 +389,7 @@ def load(name: str, path: str, expected: int) -> dict[str, float]:
         async def go() -> int:
             async with open_store(path) as store:
                 if name == "rlcd-columnar":
-                    from rlcd.delta.columnar_load import load_columnar
+                    from rlcd.delta._columnar_load import load_columnar
 
                     return (await load_columnar(store)).adds.num_rows
                 snapshot = await load_snapshot(store)

@@ -1,4 +1,4 @@
-"""The columnar snapshot (:func:`rlcd.delta.columnar_load.load_columnar`) holds the same live
+"""The columnar snapshot (:func:`rlcd.delta._columnar_load.load_columnar`) holds the same live
 files as the object snapshot and as ``deltalake``, file by file.
 
 Fixture tables (Spark, kernel, DBR; multi-part, V2 with sidecars and JSON checkpoints) are copied
@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from rlcd.delta.columnar import ColumnarSnapshot, add_files
-from rlcd.delta.columnar_load import load_columnar
+from rlcd.delta._columnar import ColumnarSnapshot, add_files
+from rlcd.delta._columnar_load import load_columnar
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import UnsupportedFeatureError

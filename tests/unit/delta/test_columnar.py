@@ -1,4 +1,4 @@
-"""Columnar log replay (:mod:`rlcd.delta.columnar`) against the object replay it replaces.
+"""Columnar log replay (:mod:`rlcd.delta._columnar`) against the object replay it replaces.
 
 Pure: checkpoints are Arrow tables built in memory in the shape a Parquet checkpoint is read in
 (Spark's struct types: int32 DV offsets, the transient ``maxRowIndex``), commits literal actions.
@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlcd.delta._checkpoint import checkpoint_actions
-from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
-from rlcd.delta.columnar import (
+from rlcd.delta._columnar import (
     FileActions,
     add_files,
     checkpoint_file_actions,
@@ -24,6 +23,7 @@ from rlcd.delta.columnar import (
     projection,
     replay_files,
 )
+from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
 from rlcd.delta.replay import canonical_path, replay
 

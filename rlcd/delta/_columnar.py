@@ -1,6 +1,6 @@
 """Log replay on Arrow: the live files of a snapshot as one table, not a Python object per file.
 
-Pure: the loader (:mod:`rlcd.delta.columnar_load`) reads the files, this interprets them.
+Pure: the loader (:mod:`rlcd.delta._columnar_load`) reads the files, this interprets them.
 
 Theory of operation (issue 40; replay rules of delta-protocol.md §1.9, as :mod:`rlcd.delta.replay`
 applies them to objects):

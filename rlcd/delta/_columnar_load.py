@@ -1,6 +1,6 @@
 """Loading a snapshot as Arrow tables (:class:`ColumnarSnapshot`) from a store.
 
-The IO half of :mod:`rlcd.delta.columnar`: the same segment, reads and checks as
+The IO half of :mod:`rlcd.delta._columnar`: the same segment, reads and checks as
 :func:`rlcd.delta.load.load_snapshot` (whose helpers it uses), but checkpoint and sidecar
 Parquet files are read with a column projection and kept as tables. Not wired into compaction
 yet (issue 40, phase 2), which will fold it into :mod:`rlcd.delta.load`.
@@ -14,8 +14,7 @@ import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rlcd.delta.actions import Action, ActionError, AddFile, RemoveFile, Sidecar, parse_commit
-from rlcd.delta.columnar import (
+from rlcd.delta._columnar import (
     ColumnarSnapshot,
     FileActions,
     checkpoint_file_actions,
@@ -24,6 +23,7 @@ from rlcd.delta.columnar import (
     projection,
     replay_files,
 )
+from rlcd.delta.actions import Action, ActionError, AddFile, RemoveFile, Sidecar, parse_commit
 from rlcd.delta.load import (
     _arrow_owned,
     _gather,
