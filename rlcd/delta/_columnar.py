@@ -130,7 +130,8 @@ def _flatten(
     """The rows of an action struct column where it is set, one array per field (cast to the
     schema's type; absent fields all null)."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    array = array.filter(array.is_valid())
+    if array.null_count:
+        array = array.filter(array.is_valid())
     typ = array.type
     present = {typ.field(i).name for i in range(typ.num_fields)}
     out: dict[str, pa.Array] = {}
@@ -226,11 +227,10 @@ def needs_stats_parsed(table: pa.Table) -> bool:
     typ = add.type
     if typ.get_field_index("stats_parsed") < 0:
         return False
-    add = add.filter(add.is_valid())
-    stats = (
-        add.field("stats") if typ.get_field_index("stats") >= 0 else pa.nulls(len(add), pa.string())
-    )
-    return bool(pc.any(pc.and_(stats.is_null(), add.field("stats_parsed").is_valid())).as_py())
+    needs = pc.and_(add.is_valid(), add.field("stats_parsed").is_valid())
+    if typ.get_field_index("stats") >= 0:
+        needs = pc.and_(needs, add.field("stats").is_null())
+    return bool(pc.any(needs).as_py())
 
 
 def _stats_from_parsed(stats: pa.Array, parsed: pa.Table) -> pa.Array:
@@ -309,8 +309,9 @@ class ColumnarSnapshot:
     """The state of a table at one version, its files as Arrow tables.
 
     ``adds`` holds one row per live file (:data:`ADD_SCHEMA`; paths unique by
-    :func:`canonical_path`); ``tombstones`` one row per unexpired remove not superseded
-    (:data:`TOMBSTONE_SCHEMA`). The other fields are as in :class:`rlcd.delta.replay.Snapshot`.
+    :func:`canonical_path`); ``tombstones`` one row per remove no later action of its key
+    superseded (:data:`TOMBSTONE_SCHEMA`; the retention period is VACUUM's to apply). The
+    other fields are as in :class:`rlcd.delta.replay.Snapshot`.
     """
 
     table: str
