@@ -1,7 +1,7 @@
 """Loading a big table's snapshot, rlcd against delta-rs, by the number of live files (issue 40).
 
     .venv/bin/python bench/snapshot.py [--files 100000,1000000] [--repeat 3]
-        [--contenders deltalake,rlcd-load,rlcd-dry-run] [--no-incremental]
+        [--contenders deltalake,rlcd-load,rlcd-columnar,rlcd-dry-run] [--no-incremental]
 
 For each ``--files`` N, generates (once: cached in ``bench/out/snapshot-N/``, reused while its
 ``manifest.json`` says the same format) the *log* of a partitioned Delta table with N live files,
@@ -24,6 +24,8 @@ Contenders, each run a fresh process, alternating within each repetition (as
 
 - ``deltalake``: ``DeltaTable(path)`` and ``get_add_actions(flatten=True)``, rows counted;
 - ``rlcd-load``: ``rlcd.delta.load.load_snapshot`` and iterating ``snapshot.files``;
+- ``rlcd-columnar``: ``rlcd.delta._columnar_load.load_columnar``, whose live adds are an Arrow
+  table as delta-rs' are (rows counted);
 - ``rlcd-dry-run``: ``python -m rlcd compact --dry-run PATH``, the command as a user runs it
   (loading and planning need no data file; the orphan sweep's listing finds none).
 
@@ -75,7 +77,7 @@ DV_SHARE = 0.03
 OPTIMIZE_EVERY, OPTIMIZE_REMOVES, OPTIMIZE_ADDS = 10, 100, 5
 DELETE_EVERY, DELETE_FILES = 5, 20
 APPENDS = 10
-CONTENDERS = ("deltalake", "rlcd-load", "rlcd-dry-run")
+CONTENDERS = ("deltalake", "rlcd-load", "rlcd-columnar", "rlcd-dry-run")
 INCREMENTAL = ("deltalake", "rlcd-load")
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 OUT = Path(__file__).resolve().parent / "out"
@@ -330,21 +332,27 @@ def cached_table(n: int) -> tuple[Path, dict[str, Any]]:
 
 
 def verify(path: str) -> None:
-    """delta-rs and rlcd load the same live paths at the latest version (the generator's counts
-    are checked by every run; delta-rs' add actions do not show DVs)."""
+    """delta-rs and rlcd (both snapshots) load the same live paths at the latest version (the
+    generator's counts are checked by every run; delta-rs' add actions do not show DVs)."""
     import anyio
     import pyarrow as pa
     from deltalake import DeltaTable
 
+    from rlcd.delta._columnar_load import load_columnar
     from rlcd.delta.load import load_snapshot
     from rlcd.storage import open_store
 
-    async def rlcd_files() -> dict[str, str | None]:
+    async def rlcd_files() -> tuple[dict[str, str | None], dict[str, str | None], int]:
         async with open_store(path) as store:
             snapshot = await load_snapshot(store)
-        return {a.path: a.dv_unique_id for a in snapshot.files.values()}
+            columnar = await load_columnar(store)
+        adds = columnar.adds
+        pairs = zip(adds["path"].to_pylist(), adds["dv_unique_id"].to_pylist(), strict=True)
+        return {a.path: a.dv_unique_id for a in snapshot.files.values()}, dict(pairs), len(adds)
 
-    mine = anyio.run(rlcd_files)
+    mine, columns, rows = anyio.run(rlcd_files)
+    if columns != mine or rows != len(columns):
+        raise SystemExit("the columnar snapshot's live files differ from the object snapshot's")
     table = DeltaTable(path)
     theirs = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
     if set(mine) != set(theirs) or len(theirs) != len(mine):
@@ -380,6 +388,10 @@ def load(name: str, path: str, expected: int) -> dict[str, float]:
 
         async def go() -> int:
             async with open_store(path) as store:
+                if name == "rlcd-columnar":
+                    from rlcd.delta._columnar_load import load_columnar
+
+                    return (await load_columnar(store)).adds.num_rows
                 snapshot = await load_snapshot(store)
             return sum(1 for _ in snapshot.files.values())
 

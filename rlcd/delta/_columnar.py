@@ -1,0 +1,392 @@
+"""Log replay on Arrow: the live files of a snapshot as one table, not a Python object per file.
+
+Pure: the loader (:mod:`rlcd.delta._columnar_load`) reads the files, this interprets them.
+
+Theory of operation (issue 40; replay rules of delta-protocol.md §1.9, as :mod:`rlcd.delta.replay`
+applies them to objects):
+
+- A checkpoint's ``add`` and ``remove`` columns are read with a projection (:func:`projection`)
+  and flattened into :data:`ADD_SCHEMA` / :data:`TOMBSTONE_SCHEMA` tables. Checkpoint removes are
+  tombstones only: they never shadow a checkpoint add.
+- The JSON commits after the checkpoint are few. Their file actions are parsed by the validated
+  commit parser (:func:`rlcd.delta.actions.parse_commit`) and folded as objects, but only for the
+  paths they touch: every checkpoint row of such a path is dropped from the checkpoint table by an
+  anti-join (``is_in`` on the canonical path), turned into an object and folded with them. What
+  the fold leaves live is appended as rows. The cost is in proportion to the commits, not the
+  table.
+- Within the fold the rules of :mod:`rlcd.delta.replay` hold: an ``add`` replaces the path's live
+  add; a ``remove`` removes it only when its ``(path, DV unique id)`` key matches. Tombstones are
+  keyed by ``(path, DV unique id)``, the newest action wins, and an ``add`` of the same key
+  supersedes one.
+- ``num_records`` is parsed from the stats text by one anchored regex over the column
+  (``{"numRecords":N`` is how Spark, delta-rs and rlcd start their stats); only rows it does not
+  match go through ``json``. Checkpoints written with ``stats_parsed`` and no stats text get
+  their text built as :mod:`rlcd.delta._checkpoint` does, for those rows only.
+- :func:`add_files` turns a few rows back into :class:`AddFile` objects through the same
+  conversion as today's checkpoint parsing, so they equal what :func:`rlcd.delta.replay.replay`
+  gives (unknown JSON members, ``extra``, are not kept by the projection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rlcd.delta._checkpoint import checkpoint_actions
+from rlcd.delta.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
+from rlcd.delta.replay import canonical_path
+from rlcd.delta.stats_json import stats_json
+
+__all__ = (
+    "ADD_SCHEMA",
+    "TOMBSTONE_SCHEMA",
+    "ColumnarSnapshot",
+    "FileActions",
+    "projection",
+    "checkpoint_file_actions",
+    "needs_stats_parsed",
+    "file_actions_of",
+    "replay_files",
+    "add_files",
+)
+__pure__ = True
+
+_DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int64()),
+        ("sizeInBytes", pa.int64()),
+        ("cardinality", pa.int64()),
+    ]
+)
+_STRING_MAP = pa.map_(pa.string(), pa.string())
+
+# (column, checkpoint/JSON field, type) of a live add, in table order
+_ADD_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
+    ("path", "path", pa.string()),
+    ("partition_values", "partitionValues", _STRING_MAP),
+    ("size", "size", pa.int64()),
+    ("modification_time", "modificationTime", pa.int64()),
+    ("data_change", "dataChange", pa.bool_()),
+    ("stats", "stats", pa.string()),
+    ("tags", "tags", _STRING_MAP),
+    ("deletion_vector", "deletionVector", _DV_TYPE),
+    ("base_row_id", "baseRowId", pa.int64()),
+    ("default_row_commit_version", "defaultRowCommitVersion", pa.int64()),
+    ("clustering_provider", "clusteringProvider", pa.string()),
+)
+_TOMBSTONE_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
+    ("path", "path", pa.string()),
+    ("deletion_timestamp", "deletionTimestamp", pa.int64()),
+    ("deletion_vector", "deletionVector", _DV_TYPE),
+)
+_DERIVED = (("num_records", pa.int64()), ("dv_unique_id", pa.string()))
+
+ADD_SCHEMA = pa.schema([(name, typ) for name, _, typ in _ADD_FIELDS] + list(_DERIVED))
+"""The live adds: the add's fields (snake_case), then ``num_records`` (from the stats) and
+``dv_unique_id`` (half the replay key; null without a DV)."""
+TOMBSTONE_SCHEMA = pa.schema([(name, typ) for name, _, typ in _TOMBSTONE_FIELDS])
+"""The tombstones: what VACUUM needs of a remove."""
+
+_NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata")
+_NUM_RECORDS = r'^\{"numRecords":(?P<n>0|[1-9][0-9]{0,17})[,}]'
+
+
+def projection(schema: pa.Schema) -> list[str]:
+    """The checkpoint columns replay reads, of those ``schema`` (a checkpoint or sidecar file's)
+    has: every leaf of the non-file actions and the sidecar, and of ``add``/``remove`` only the
+    fields the live set and the tombstones keep (and ``stats_parsed.numRecords``, to tell
+    whether the stats text must be built from ``stats_parsed``)."""
+    names = set(schema.names)
+    columns = [name for name in (*_NON_FILE_COLUMNS, "sidecar") if name in names]
+    for action, fields in (("add", _ADD_FIELDS), ("remove", _TOMBSTONE_FIELDS)):
+        if action not in names:
+            continue
+        typ = schema.field(action).type
+        present = {typ.field(i).name for i in range(typ.num_fields)}
+        columns += [f"{action}.{src}" for _, src, _ in fields if src in present]
+        if action == "add" and "stats_parsed" in present:
+            columns.append("add.stats_parsed.numRecords")
+    return columns
+
+
+def _flatten(
+    column: pa.Array | pa.ChunkedArray, fields: Sequence[tuple[str, str, pa.DataType]]
+) -> dict[str, pa.Array]:
+    """The rows of an action struct column where it is set, one array per field (cast to the
+    schema's type; absent fields all null)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if array.null_count:
+        array = array.filter(array.is_valid())
+    typ = array.type
+    present = {typ.field(i).name for i in range(typ.num_fields)}
+    out: dict[str, pa.Array] = {}
+    for name, src, target in fields:
+        if src not in present:
+            out[name] = pa.nulls(len(array), target)
+        elif src == "deletionVector":
+            out[name] = _dv_array(array.field(src))
+        else:
+            out[name] = array.field(src).cast(target)
+    return out
+
+
+def _dv_array(dv: pa.Array) -> pa.Array:
+    """A DV struct column in :data:`_DV_TYPE` (Spark's transient ``maxRowIndex`` dropped)."""
+    children = [dv.field(name).cast(typ) for name, typ in ((f.name, f.type) for f in _DV_TYPE)]
+    return pa.StructArray.from_arrays(children, fields=list(_DV_TYPE), mask=dv.is_null())
+
+
+def _dv_unique_id(dv: pa.Array) -> pa.Array:
+    """``storageType + pathOrInlineDv [+ "@" + offset]`` per row, null without a DV (§0.2)."""
+    base = pc.binary_join_element_wise(dv.field("storageType"), dv.field("pathOrInlineDv"), "")
+    offset = dv.field("offset")
+    with_offset = pc.binary_join_element_wise(base, offset.cast(pa.string()), "@")
+    uid = pc.if_else(offset.is_valid(), with_offset, base)
+    return pc.if_else(dv.is_valid(), uid, pa.scalar(None, pa.string()))
+
+
+def _num_records(stats: pa.Array) -> pa.Array:
+    """``numRecords`` of each stats text, as :attr:`AddFile.num_records` reads it."""
+    found = pc.extract_regex(stats, _NUM_RECORDS).flatten()[0].cast(pa.int64())  # nulls kept
+    slow = pc.and_(found.is_null(), stats.is_valid())
+    if not pc.any(slow).as_py():
+        return found
+    texts = stats.filter(slow).to_pylist()
+    parsed = pa.array([AddFile(path="", stats=t).num_records for t in texts], pa.int64())
+    return pc.replace_with_mask(found, slow, parsed)
+
+
+def _adds_table(columns: dict[str, pa.Array]) -> pa.Table:
+    columns["num_records"] = _num_records(columns["stats"])
+    columns["dv_unique_id"] = _dv_unique_id(columns["deletion_vector"])
+    return pa.table(columns, schema=ADD_SCHEMA)
+
+
+@dataclass(frozen=True)
+class FileActions:
+    """The file actions of one checkpoint file: live adds and tombstones as tables, and the
+    other actions (few) as objects."""
+
+    adds: pa.Table
+    tombstones: pa.Table
+    others: Sequence[Action]
+
+
+def checkpoint_file_actions(table: pa.Table, stats_parsed: pa.Table | None = None) -> FileActions:
+    """A checkpoint or sidecar file read with :func:`projection`, as tables and objects.
+
+    Args:
+        table: the file's projected columns.
+        stats_parsed: the file's ``add.stats_parsed`` column, when :func:`needs_stats_parsed`
+            said so; it gives the stats text of adds that have none.
+
+    Raises:
+        ActionError: a non-file row holds a malformed action.
+    """
+    others = [
+        action
+        for name in (*_NON_FILE_COLUMNS, "sidecar")
+        if name in table.column_names
+        for action in checkpoint_actions(pa.table({name: pc.drop_null(table[name])}))
+    ]
+    if "add" in table.column_names:
+        columns = _flatten(table["add"], _ADD_FIELDS)
+        if stats_parsed is not None:
+            columns["stats"] = _stats_from_parsed(columns["stats"], stats_parsed)
+        adds = _adds_table(columns)
+    else:
+        adds = ADD_SCHEMA.empty_table()
+    if "remove" in table.column_names:
+        tombstones = pa.table(_flatten(table["remove"], _TOMBSTONE_FIELDS), schema=TOMBSTONE_SCHEMA)
+    else:
+        tombstones = TOMBSTONE_SCHEMA.empty_table()
+    return FileActions(adds, tombstones, others)
+
+
+def needs_stats_parsed(table: pa.Table) -> bool:
+    """Whether some add of a file read with :func:`projection` has ``stats_parsed`` but no stats
+    text: then the loader reads ``add.stats_parsed`` too."""
+    if "add" not in table.column_names:
+        return False
+    add = table["add"].combine_chunks()
+    typ = add.type
+    if typ.get_field_index("stats_parsed") < 0:
+        return False
+    needs = pc.and_(add.is_valid(), add.field("stats_parsed").is_valid())
+    if typ.get_field_index("stats") >= 0:
+        needs = pc.and_(needs, add.field("stats").is_null())
+    return bool(pc.any(needs).as_py())
+
+
+def _stats_from_parsed(stats: pa.Array, parsed: pa.Table) -> pa.Array:
+    """The stats text, built from ``stats_parsed`` where absent (as :mod:`._checkpoint` does)."""
+    add = parsed["add"].combine_chunks()
+    values = add.filter(add.is_valid()).field("stats_parsed")
+    mask = pc.and_(stats.is_null(), values.is_valid())
+    texts = [
+        stats_json(v, engine_floats=True) if v else None for v in values.filter(mask).to_pylist()
+    ]
+    return pc.replace_with_mask(stats, mask, pa.array(texts, pa.string()))
+
+
+def file_actions_of(actions: Sequence[Action]) -> FileActions:
+    """The actions of a JSON checkpoint as :class:`FileActions` (objects to rows)."""
+    adds = [a for a in actions if isinstance(a, AddFile)]
+    removes = [a for a in actions if isinstance(a, RemoveFile)]
+    others = [a for a in actions if not isinstance(a, AddFile | RemoveFile)]
+    return FileActions(_adds_of(adds), _tombstones_of(removes), others)
+
+
+def _adds_of(adds: Sequence[AddFile]) -> pa.Table:
+    rows = pa.array(
+        [a.to_json() for a in adds], pa.struct([(src, typ) for _, src, typ in _ADD_FIELDS])
+    )
+    return _adds_table(_flatten(rows, _ADD_FIELDS))
+
+
+def _tombstones_of(removes: Sequence[RemoveFile]) -> pa.Table:
+    rows = pa.array(
+        [r.to_json() for r in removes], pa.struct([(src, typ) for _, src, typ in _TOMBSTONE_FIELDS])
+    )
+    return pa.table(_flatten(rows, _TOMBSTONE_FIELDS), schema=TOMBSTONE_SCHEMA)
+
+
+def add_files(adds: pa.Table) -> list[AddFile]:
+    """The rows of a live-adds table (:data:`ADD_SCHEMA`) as :class:`AddFile` objects, equal to
+    the ones :func:`rlcd.delta.replay.replay` holds. For a few rows: a bin's, a reconcile's."""
+    struct = pa.StructArray.from_arrays(
+        [adds[name].combine_chunks() for name, _, _ in _ADD_FIELDS],
+        names=[src for _, src, _ in _ADD_FIELDS],
+    )
+    return [a for a in checkpoint_actions(pa.table({"add": struct})) if isinstance(a, AddFile)]
+
+
+def _canonical(paths: pa.ChunkedArray) -> pa.ChunkedArray:
+    """:func:`canonical_path` over a column; the column itself when no path needs it."""
+    slash = pc.starts_with(paths, "/")
+    file_colon = pc.and_(
+        pc.starts_with(paths, "file:/"), pc.invert(pc.starts_with(paths, "file://"))
+    )
+    if not pc.any(pc.or_(slash, file_colon)).as_py():
+        return paths
+    return pa.chunked_array([pa.array([canonical_path(p) for p in paths.to_pylist()], pa.string())])
+
+
+def _unique_last(table: pa.Table, keys: pa.ChunkedArray | pa.Array) -> pa.Table:
+    """The rows of ``table`` with one row per key, the last. A checkpoint lists each key once;
+    one that does not gets the object replay's answer: the later row wins."""
+    if pc.count_distinct(keys).as_py() == len(keys):
+        return table
+    indexed = pa.table({"k": keys, "i": pa.array(range(len(keys)), pa.int64())})
+    last = indexed.group_by("k").aggregate([("i", "max")]).column("i_max")
+    return table.take(pc.take(last, pc.sort_indices(last)))
+
+
+def _tombstone_keys(tombstones: pa.Table) -> pa.ChunkedArray:
+    """``canonical path NUL DV unique id`` per tombstone: its replay key as one string."""
+    dv = tombstones["deletion_vector"].combine_chunks()
+    uid = pc.coalesce(_dv_unique_id(dv), "")
+    return pc.binary_join_element_wise(_canonical(tombstones["path"]), uid, "\x00")
+
+
+@dataclass(frozen=True)
+class ColumnarSnapshot:
+    """The state of a table at one version, its files as Arrow tables.
+
+    ``adds`` holds one row per live file (:data:`ADD_SCHEMA`; paths unique by
+    :func:`canonical_path`); ``tombstones`` one row per remove no later action of its key
+    superseded (:data:`TOMBSTONE_SCHEMA`; the retention period is VACUUM's to apply). The
+    other fields are as in :class:`rlcd.delta.replay.Snapshot`.
+    """
+
+    table: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    adds: pa.Table
+    tombstones: pa.Table
+    txns: Mapping[str, Txn] = field(default_factory=dict)
+    domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
+    commit_info: CommitInfo | None = None
+
+
+def replay_files(
+    checkpoint: Iterable[FileActions], commits: Iterable[tuple[int, Sequence[Action]]]
+) -> tuple[pa.Table, pa.Table]:
+    """The live adds and the tombstones after a checkpoint (its files' actions; none for a log
+    without one) and the commits after it, in version order."""
+    parts = list(checkpoint)
+    adds = pa.concat_tables([p.adds for p in parts]) if parts else ADD_SCHEMA.empty_table()
+    tombstones = (
+        pa.concat_tables([p.tombstones for p in parts]) if parts else TOMBSTONE_SCHEMA.empty_table()
+    )
+    changes = [
+        (canonical_path(a.path), a)
+        for _, actions in commits
+        for a in actions
+        if isinstance(a, AddFile | RemoveFile)
+    ]
+    add_keys = _canonical(adds["path"])
+    unique = _unique_last(adds, add_keys)
+    if unique is not adds:
+        adds, add_keys = unique, _canonical(unique["path"])
+    tombstones = _unique_last(tombstones, _tombstone_keys(tombstones))
+    tomb_keys = _canonical(tombstones["path"])
+    if not changes:
+        return adds, tombstones
+    touched = pa.array(sorted({key for key, _ in changes}), pa.string())
+    in_adds = pc.is_in(add_keys, value_set=touched)
+    in_tombs = pc.is_in(tomb_keys, value_set=touched)
+    live: dict[str, AddFile] = {canonical_path(a.path): a for a in add_files(adds.filter(in_adds))}
+    gone: dict[tuple[str, str | None], RemoveFile] = {}
+    for row in tombstones.filter(in_tombs).to_pylist():
+        remove = RemoveFile.from_json(_tombstone_json(row))
+        gone[(canonical_path(remove.path), remove.dv_unique_id)] = remove
+    for key, action in changes:
+        if isinstance(action, AddFile):
+            live[key] = action
+            gone.pop((key, action.dv_unique_id), None)
+        else:
+            held = live.get(key)
+            if held is not None and held.dv_unique_id == action.dv_unique_id:
+                del live[key]
+            gone[(key, action.dv_unique_id)] = action
+    return (
+        pa.concat_tables([_without(adds, in_adds), _adds_of(list(live.values()))]),
+        pa.concat_tables([_without(tombstones, in_tombs), _tombstones_of(list(gone.values()))]),
+    )
+
+
+def _without(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
+    """``table`` less the rows ``mask`` marks, as zero-copy slices between them: the marked rows
+    are the few the commits touched, and a filter would copy the whole table (its stats text
+    above all) while the original is still held."""
+    pieces, start = [], 0
+    for index in pc.indices_nonzero(mask.combine_chunks()).to_pylist():
+        pieces.append(table.slice(start, index - start))
+        start = index + 1
+    pieces.append(table.slice(start))
+    return pa.concat_tables(pieces)
+
+
+def _tombstone_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A tombstone row as the JSON of its remove (null members left out)."""
+    out = {src: row[name] for name, src, _ in _TOMBSTONE_FIELDS if row[name] is not None}
+    if "deletionVector" in out:
+        out["deletionVector"] = {k: v for k, v in out["deletionVector"].items() if v is not None}
+    return out

@@ -1,0 +1,285 @@
+"""Columnar log replay (:mod:`rlcd.delta._columnar`) against the object replay it replaces.
+
+Pure: checkpoints are Arrow tables built in memory in the shape a Parquet checkpoint is read in
+(Spark's struct types: int32 DV offsets, the transient ``maxRowIndex``), commits literal actions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlcd.delta._checkpoint import checkpoint_actions
+from rlcd.delta._columnar import (
+    FileActions,
+    add_files,
+    checkpoint_file_actions,
+    file_actions_of,
+    needs_stats_parsed,
+    projection,
+    replay_files,
+)
+from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
+from rlcd.delta.replay import canonical_path, replay
+
+_MAP = pa.map_(pa.string(), pa.string())
+_DV = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+        ("maxRowIndex", pa.int64()),
+    ]
+)
+_STATS_PARSED = pa.struct(
+    [("numRecords", pa.int64()), ("minValues", pa.struct([("id", pa.int64())]))]
+)
+CHECKPOINT = pa.schema(
+    [
+        (
+            "add",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("partitionValues", _MAP),
+                    ("size", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("tags", _MAP),
+                    ("deletionVector", _DV),
+                    ("stats", pa.string()),
+                    ("stats_parsed", _STATS_PARSED),
+                ]
+            ),
+        ),
+        (
+            "remove",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("deletionTimestamp", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("deletionVector", _DV),
+                ]
+            ),
+        ),
+    ]
+)
+
+DVS = [
+    None,
+    DeletionVectorDescriptor("u", "ab" + "0" * 20, 34, 2, offset=1),
+    DeletionVectorDescriptor("u", "ab" + "0" * 20, 40, 3, offset=90),
+    DeletionVectorDescriptor("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L", 40, 6),
+    DeletionVectorDescriptor("p", "s3://b/t/dv.bin", 40, 1, offset=4),
+]
+PATHS = ["a.parquet", "p=1/b.parquet", "/abs/c.parquet", "file:/abs/c.parquet", "b%20c.parquet"]
+
+
+def _add(path: str, dv: int, size: int) -> AddFile:
+    stats = f'{{"numRecords":{size},"minValues":{{"id":1}}}}' if size % 3 else None
+    return AddFile(
+        path=path,
+        partition_values={"p": str(size % 2)} if size % 2 else {},
+        size=size,
+        modification_time=1000 + size,
+        data_change=bool(size % 2),
+        stats=stats,
+        tags={"k": str(size)} if size % 4 == 0 else None,
+        deletion_vector=DVS[dv],
+    )
+
+
+def _remove(path: str, dv: int, when: int) -> RemoveFile:
+    return RemoveFile(path=path, deletion_timestamp=when, deletion_vector=DVS[dv])
+
+
+def _checkpoint(actions: list[AddFile | RemoveFile]) -> pa.Table:
+    """A checkpoint table as a Parquet read of it gives (one action per row)."""
+    rows = [{a.KIND: a.to_json()} for a in actions]
+    return pa.Table.from_pylist(rows, schema=CHECKPOINT)
+
+
+def _essence(add: AddFile) -> tuple[Any, ...]:
+    return (
+        add.path,
+        add.dv_unique_id,
+        add.deletion_vector,
+        add.size,
+        add.modification_time,
+        add.data_change,
+        add.stats,
+        dict(add.partition_values),
+        dict(add.tags) if add.tags else None,
+        add.num_records,
+    )
+
+
+def _expected(
+    checkpoint: list[AddFile | RemoveFile], commits: list[list[Action]]
+) -> tuple[list[tuple[Any, ...]], set[tuple[str, str | None, int | None]]]:
+    """The live files by the object replay's rules, and the tombstones by the protocol's: the
+    newest remove per (path, DV) key, unless an add of that key came after it."""
+    live: dict[str, AddFile] = {}
+    gone: dict[tuple[str, str | None], RemoveFile] = {}
+    for a in checkpoint:
+        key = canonical_path(a.path)
+        if isinstance(a, AddFile):
+            live[key] = a
+        else:
+            gone[(key, a.dv_unique_id)] = a
+    for actions in commits:
+        for a in actions:
+            key = canonical_path(a.path)  # type: ignore[union-attr]
+            if isinstance(a, AddFile):
+                live[key] = a
+                gone.pop((key, a.dv_unique_id), None)
+            elif isinstance(a, RemoveFile):
+                if key in live and live[key].dv_unique_id == a.dv_unique_id:
+                    del live[key]
+                gone[(key, a.dv_unique_id)] = a
+    tombs = {(r.path, r.dv_unique_id, r.deletion_timestamp) for r in gone.values()}
+    return sorted(map(_essence, live.values()), key=repr), tombs
+
+
+def _got(adds: pa.Table, tombstones: pa.Table) -> tuple[list[tuple[Any, ...]], set[Any]]:
+    files = add_files(adds)
+    assert adds["num_records"].to_pylist() == [a.num_records for a in files]
+    assert adds["dv_unique_id"].to_pylist() == [a.dv_unique_id for a in files]
+    rows = tombstones.to_pylist()
+    tombs = set()
+    for row in rows:
+        dv = row["deletion_vector"]
+        uid = None if dv is None else DeletionVectorDescriptor.from_json(dv).unique_id
+        tombs.add((row["path"], uid, row["deletion_timestamp"]))
+    assert len(tombs) == len(rows)
+    return sorted(map(_essence, files), key=repr), tombs
+
+
+ACTION = st.tuples(
+    st.sampled_from(["add", "remove"]),
+    st.sampled_from(PATHS),
+    st.integers(0, len(DVS) - 1),
+    st.integers(1, 50),
+)
+
+
+def _action(kind: str, path: str, dv: int, n: int) -> AddFile | RemoveFile:
+    return _add(path, dv, n) if kind == "add" else _remove(path, dv, n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    checkpoint=st.lists(ACTION, max_size=8),
+    commits=st.lists(st.lists(ACTION, max_size=5), max_size=5),
+    as_parquet=st.booleans(),
+)
+def test_columnar_replay_equals_object_replay(
+    checkpoint: list[tuple[str, str, int, int]],
+    commits: list[list[tuple[str, str, int, int]]],
+    as_parquet: bool,
+) -> None:
+    """Any checkpoint and commits replay to the live files and tombstones the rules give, and
+    to the live files the object replay holds."""
+    cp_actions = [_action(*a) for a in checkpoint]
+    commit_actions: list[list[Action]] = [[_action(*a) for a in c] for c in commits]
+    files = (
+        checkpoint_file_actions(_checkpoint(cp_actions))
+        if as_parquet
+        else file_actions_of(cp_actions)
+    )
+    got = _got(*replay_files([files], enumerate(commit_actions, start=1)))
+    assert got == _expected(cp_actions, commit_actions)
+    header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
+    objects = replay("t", enumerate(commit_actions, start=1), checkpoint=(0, header + cp_actions))
+    assert got[0] == sorted(map(_essence, objects.files.values()), key=repr)
+
+
+def test_add_files_equal_the_checkpoint_parser() -> None:
+    """A few rows back as objects equal what parsing the checkpoint row by row gives."""
+    actions = [
+        _add(p, dv, n)
+        for n, (p, dv) in enumerate(zip(PATHS, range(len(DVS)), strict=True), start=1)
+    ]
+    table = _checkpoint(actions)
+    expected = [a for a in checkpoint_actions(table) if isinstance(a, AddFile)]
+    assert add_files(checkpoint_file_actions(table).adds) == expected
+
+
+@pytest.mark.parametrize(
+    ("stats", "rows"),
+    [
+        ('{"numRecords":12,"minValues":{}}', 12),
+        ('{"numRecords":12}', 12),
+        ('{ "numRecords": 7 }', 7),
+        ('{"minValues":{"numRecords":3},"numRecords":5}', 5),
+        ('{"numRecords":1.5}', None),
+        ('{"numRecords":true}', None),
+        ('{"numRecords":007}', None),
+        ("not json", None),
+        ("[1]", None),
+        (None, None),
+    ],
+)
+def test_num_records_reads_the_stats_as_add_file_does(stats: str | None, rows: int | None) -> None:
+    """The vectorised numRecords agrees with :attr:`AddFile.num_records` on odd stats too."""
+    add = AddFile(path="x", size=1, stats=stats)
+    assert add.num_records == rows
+    for files in (file_actions_of([add]), checkpoint_file_actions(_checkpoint([add]))):
+        assert files.adds["num_records"].to_pylist() == [rows]
+
+
+def test_stats_parsed_alone_gives_the_stats_text() -> None:
+    """Adds checkpointed with writeStatsAsJson=false get the text the row parser builds."""
+    row = {
+        "add": {
+            "path": "x",
+            "size": 3,
+            "partitionValues": [],
+            "stats_parsed": {"numRecords": 9, "minValues": {"id": 4}},
+        }
+    }
+    table = pa.Table.from_pylist([row], schema=CHECKPOINT)
+    projected = table.select(["add"])  # what projection() reads, stats_parsed included here
+    assert needs_stats_parsed(projected)
+    files = checkpoint_file_actions(projected, table)
+    (expected,) = checkpoint_actions(table)
+    assert add_files(files.adds) == [expected]
+    assert files.adds["num_records"].to_pylist() == [9]
+
+
+def test_projection_reads_only_what_replay_keeps() -> None:
+    """Stats structs and the remove's other fields are not read; absent fields not asked for."""
+    columns = projection(CHECKPOINT)
+    assert "add.stats_parsed.numRecords" in columns
+    assert "add.stats_parsed" not in columns
+    assert "remove.dataChange" not in columns
+    assert "add.baseRowId" not in columns
+    assert {"add.path", "add.deletionVector", "remove.deletionVector"} <= set(columns)
+
+
+def test_a_later_checkpoint_row_of_a_path_wins() -> None:
+    """A checkpoint listing a path twice keeps the later row, as the object replay does."""
+    first, second = _add("a", 0, 1), _add("a", 1, 2)
+    adds, _ = replay_files([checkpoint_file_actions(_checkpoint([first, second]))], [])
+    assert add_files(adds) == [second]
+
+
+def test_no_checkpoint_and_no_commits_is_empty() -> None:
+    """A log of only non-file actions has no live files and no tombstones."""
+    adds, tombstones = replay_files([], [])
+    assert adds.num_rows == tombstones.num_rows == 0
+
+
+def test_file_actions_keep_the_other_actions() -> None:
+    """Non-file actions of a JSON checkpoint are handed back as objects."""
+    files = file_actions_of([_add("a", 0, 1)])
+    assert isinstance(files, FileActions)
+    assert files.others == []
