@@ -12,8 +12,9 @@ add's ``numRecords`` when the stats give it.
 
 What it cannot find: a changed byte inside a page without a CRC (pyarrow, Spark and delta-rs
 write none by default) that still decompresses and decodes to valid values of the column's
-type, e.g. a different integer in an uncompressed page. A codec's own checks (zstd's frame
-checksum when present, snappy's and gzip's framing) catch most changes in compressed pages.
+type, e.g. a different integer in an uncompressed page; nor a changed byte of a page header's
+statistics, which the CRC (of the page's data) does not cover and decoding does not read. A
+codec's own checks (its framing, lengths) catch most changes in compressed pages.
 """
 
 from __future__ import annotations

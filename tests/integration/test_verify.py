@@ -38,6 +38,7 @@ from tests.integration.tables import (
     S3Mirror,
     append,
     batch,
+    flip_page_byte,
     partitioned,
     unpartitioned,
     with_dvs,
@@ -538,16 +539,6 @@ def _rewrite_uncompressed(path: Path, *, page_crcs: bool) -> list[str]:
     return sorted(sizes)
 
 
-def _flip_a_value_byte(file: Path) -> str:
-    """Flip one byte half-way through the first column chunk (one data page, past its
-    header: a value byte). The column's name."""
-    column = pq.ParquetFile(file).metadata.row_group(0).column(0)
-    data = bytearray(file.read_bytes())
-    data[column.data_page_offset + column.total_compressed_size // 2] ^= 0x10
-    file.write_bytes(bytes(data))
-    return str(column.path_in_schema)
-
-
 async def _deep(store: ObjectStore, **kw: Any) -> list[str]:
     """The problems a deep verify finds, having checked that it read every file there."""
     report = await verify_table(store, deep=True, **kw)
@@ -562,7 +553,7 @@ async def test_a_flipped_byte_in_a_checksummed_page_is_found(
     (the size holds) and fails --deep, naming the file, the row group and the column."""
     unpartitioned(tmp_path)
     victim = _rewrite_uncompressed(tmp_path, page_crcs=True)[2]
-    column = _flip_a_value_byte(tmp_path / victim)
+    column = flip_page_byte(tmp_path / victim)
     async with open_table(tmp_path) as store:
         assert (await verify_table(store)).ok
         (problem,) = await _deep(store)
@@ -578,7 +569,7 @@ async def test_a_flipped_value_byte_in_a_page_without_a_crc_is_not_found(tmp_pat
     unpartitioned(tmp_path)
     victim = tmp_path / _rewrite_uncompressed(tmp_path, page_crcs=False)[2]
     before = pq.read_table(victim)
-    _flip_a_value_byte(victim)
+    flip_page_byte(victim)
     assert not pq.read_table(victim).equals(before)  # a value changed, and it still decodes
     async with LocalStore(tmp_path) as store:
         assert await _deep(store) == []
