@@ -460,6 +460,8 @@ async def _verify(args: argparse.Namespace) -> int:
     from rlcd.cli.progress import FileProgress
     from rlcd.operations.verify import verify_table
 
+    if args.deep and args.tags_only:
+        raise ConfigError("--deep reads the live files: it does not go with --tags-only")
     progress = FileProgress(sys.stderr)
     async with _open(args) as store:
         try:

@@ -73,6 +73,11 @@ def _decode_all(source: FetchedSource) -> str | None:
         )
     except _ERRORS as exc:
         return f"not a readable Parquet file: {exc}"
+    with parquet:
+        return _decode_groups(parquet, source.add)
+
+
+def _decode_groups(parquet: pq.ParquetFile, add: AddFile) -> str | None:
     footer = parquet.metadata
     rows = batch_rows(footer_row_bytes(footer))
     for group in range(footer.num_row_groups):
@@ -83,7 +88,7 @@ def _decode_all(source: FetchedSource) -> str | None:
         expected = footer.row_group(group).num_rows
         if decoded != expected:
             return f"row group {group} decodes {decoded} rows, its footer says {expected}"
-    records = source.add.num_records
+    records = add.num_records
     if records is not None and footer.num_rows != records:
         return f"has {footer.num_rows} rows, its stats say {records}"
     return None

@@ -37,7 +37,8 @@ def test_deep_finds_a_flipped_byte_in_an_rlcd_output_that_the_plain_verify_passe
 ) -> None:
     """rlcd's outputs carry page checksums: a byte flipped inside one passes ``rlcd verify``
     (the size holds) and fails ``rlcd verify --deep`` with exit 1, naming the file, the row
-    group and the column; ``--concurrency 0`` is a usage error."""
+    group and the column; ``--concurrency 0`` and ``--deep`` with ``--tags-only`` are usage
+    errors."""
     partitioned(tmp_path)
     before = set(tmp_path.rglob("*.parquet"))
     assert rlcd("compact", str(tmp_path)).returncode == 0
@@ -52,4 +53,5 @@ def test_deep_finds_a_flipped_byte_in_an_rlcd_output_that_the_plain_verify_passe
         "does not decode: could not verify page integrity, CRC checksum verification failed"
     ) in deep.stdout
     assert "read in full" in deep.stdout and deep.stderr == ""
-    assert rlcd("verify", str(tmp_path), "--concurrency", "0").returncode == 2
+    for usage in (("--concurrency", "0"), ("--deep", "--tags-only")):
+        assert rlcd("verify", str(tmp_path), *usage).returncode == 2
