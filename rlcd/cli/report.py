@@ -117,9 +117,10 @@ def print_verify(report: VerifyReport, out: TextIO, *, exit_code: int | None = N
         out.write("files: not checked\n")
     else:
         footers = f", {count(files.footers, 'footer')} read" if files.footers else ""
+        read = "" if files.read is None else f", {files.read} read in full"
         out.write(
             f"files: {count(files.files, 'live file')} checked "
-            f"({count(files.dvs, 'deletion vector')}{footers}): "
+            f"({count(files.dvs, 'deletion vector')}{footers}{read}): "
             f"{count(len(files.problems), 'problem')}\n"
         )
         for file_problem in files.problems:

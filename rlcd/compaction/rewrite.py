@@ -190,6 +190,7 @@ def parquet_writer(
         if encodings is None
         else encodings.dictionary_page_limit,
         write_statistics=True,
+        write_page_checksum=True,  # a CRC-32 per page: `rlcd verify --deep` finds a changed byte
         use_compliant_nested_type=True,
         store_decimal_as_integer=True,
         max_rows_per_page=None if encodings is None else settings.row_group_rows,

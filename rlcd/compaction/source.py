@@ -69,6 +69,16 @@ class FetchedSource:
     file: pa.NativeFile | None = None
     _closed: bool = field(default=False, repr=False)
 
+    def handle(self) -> pa.NativeFile | str:
+        """What pyarrow opens the source from: its bytes in a buffer, its file opened in place,
+        or its spill file's path (never a Python file object, see pitfalls)."""
+        if self.data is not None:
+            return pa.BufferReader(self.data)
+        if self.file is not None:
+            return self.file
+        assert self.spill_path is not None, "a fetched source holds its bytes one way"
+        return self.spill_path
+
     def close(self) -> None:
         """Drop the bytes, delete a spill file, close a file opened in place."""
         self.data = None
@@ -143,11 +153,7 @@ class DecodedSource:
         self._source, self._options = source, options
         self._where: dict[str, Any] = {"table": table, "version": version, "path": source.add.path}
         try:
-            handle: pa.NativeFile | str | None = source.spill_path
-            if source.data is not None:
-                handle = pa.BufferReader(source.data)
-            elif source.file is not None:
-                handle = source.file
+            handle = source.handle()
             bare = None  # a spilled source, read by path, keeps its stored schema: cast later
             if isinstance(handle, pa.NativeFile):
                 bare = footer_without_arrow_schema(handle)

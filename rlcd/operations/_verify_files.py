@@ -2,8 +2,9 @@
 
 For every live file: one HEAD (exists, size), its DV read and checked if it has one (a ranged
 GET for a file DV, none for an inline one), and, only when a DV deletes rows and the stats lack
-``numRecords``, the Parquet footer (one ranged GET of the file's tail, rarely two). The rules
-that turn what was seen into problems are in :mod:`rlcd.operations._verify_rules`.
+``numRecords``, the Parquet footer (one ranged GET of the file's tail, rarely two). A deep
+check also reads each file that is there in full (:mod:`rlcd.operations._verify_deep`). The
+rules that turn what was seen into problems are in :mod:`rlcd.operations._verify_rules`.
 
 A fixed pool of ``concurrency`` workers takes the files one after the other, so at most that
 many requests are in flight and no more tasks exist, however many files the table has.
@@ -11,15 +12,20 @@ many requests are in flight and no more tasks exist, however many files the tabl
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 import anyio
 import pyarrow as pa
 
 from rlcd._tasks import primary_error
+from rlcd.compaction.source import ReadOptions
 from rlcd.delta.actions import AddFile
 from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.delta.replay import Snapshot
-from rlcd.errors import DeletionVectorError, NotFoundError
+from rlcd.errors import DeletionVectorError, MissingDataFileError, NotFoundError
+from rlcd.operations._verify_deep import read_in_full
 from rlcd.operations._verify_rules import FileObservation, FileProblem, FilesCheck, file_problems
 from rlcd.parquet.footer import footer_span, parse_footer
 from rlcd.storage.base import ObjectStore
@@ -33,9 +39,19 @@ _TAIL_GUESS = 64 * 1024  # one GET holds the footer of nearly every file
 
 
 async def check_files(
-    store: ObjectStore, snapshot: Snapshot, *, concurrency: int = FILE_CHECK_CONCURRENCY
+    store: ObjectStore,
+    snapshot: Snapshot,
+    *,
+    concurrency: int = FILE_CHECK_CONCURRENCY,
+    deep: ReadOptions | None = None,
+    on_file: Callable[[int, int], None] | None = None,
 ) -> FilesCheck:
     """Check every live file of ``snapshot`` against storage.
+
+    Args:
+        deep: the table's read options, to read every file that is there in full; ``None``
+            checks sizes and DVs only.
+        on_file: called with (files done, files in all) before the first and after each.
 
     Raises:
         StorageError: a request failed other than by finding nothing (e.g. access denied).
@@ -44,15 +60,22 @@ async def check_files(
         raise ValueError(f"concurrency {concurrency} is below 1")
     pending = iter(snapshot.files.values())
     problems: list[FileProblem] = []
-    dvs = footers = 0
+    dvs = footers = read = done = 0
+    report = on_file or (lambda _done, _total: None)
+    report(0, len(snapshot.files))
 
     async def worker() -> None:
-        nonlocal dvs, footers
+        nonlocal dvs, footers, read, done
         for add in pending:  # one shared iterator: each file goes to exactly one worker
             seen, footer_read = await _observe(store, add, version=snapshot.version)
+            if deep is not None and seen.stored_size is not None:
+                seen = await _read(store, seen, deep, version=snapshot.version)
+                read += seen.stored_size is not None
             dvs += add.deletion_vector is not None
             footers += footer_read
             problems.extend(file_problems(seen))
+            done += 1
+            report(done, len(snapshot.files))
 
     try:
         async with anyio.create_task_group() as tg:
@@ -66,7 +89,19 @@ async def check_files(
         dvs=dvs,
         footers=footers,
         problems=tuple(sorted(problems, key=lambda p: p.path)),
+        read=read if deep is not None else None,
     )
+
+
+async def _read(
+    store: ObjectStore, seen: FileObservation, options: ReadOptions, *, version: int
+) -> FileObservation:
+    """``seen`` with what reading its file in full showed."""
+    try:
+        error = await read_in_full(store, seen.add, options, version=version)
+    except MissingDataFileError:
+        return replace(seen, stored_size=None)  # deleted since the HEAD
+    return replace(seen, data_error=error)
 
 
 async def _observe(

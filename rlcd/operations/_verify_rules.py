@@ -10,7 +10,9 @@ problems it shows, each naming the file as its ``add`` does:
   the DV file exists, its CRC-32 holds, the bitmap decodes, and its cardinality equals the
   descriptor's (inline DVs decode the same way);
 * every position the DV deletes is below the file's row count (the stats' ``numRecords``, else
-  the Parquet footer's): a reader would otherwise fail on it, or, worse, ignore it.
+  the Parquet footer's): a reader would otherwise fail on it, or, worse, ignore it;
+* with ``--deep``, its data reads in full: page checksums, decoding, row counts (the read is
+  :mod:`rlcd.operations._verify_deep`'s).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class FileObservation:
     its DV could not be read or failed a check; ``max_deleted`` is the largest position a DV
     that read cleanly deletes (``None``: no DV, or one deleting nothing). ``rows`` is its
     physical row count (stats, else footer; ``None`` when neither was known or needed) and
-    ``rows_error`` why the footer could not be read.
+    ``rows_error`` why the footer could not be read. ``data_error`` says why the data did not
+    read in full (a deep verify only).
     """
 
     add: AddFile
@@ -53,6 +56,7 @@ class FileObservation:
     max_deleted: int | None = None
     rows: int | None = None
     rows_error: str | None = None
+    data_error: str | None = None
 
 
 def file_problems(seen: FileObservation) -> tuple[FileProblem, ...]:
@@ -73,19 +77,23 @@ def file_problems(seen: FileObservation) -> tuple[FileProblem, ...]:
         found.append(
             f"its deletion vector deletes row {seen.max_deleted}, but the file has {seen.rows} rows"
         )
+    if seen.data_error is not None:
+        found.append(f"data does not read: {seen.data_error}")
     return tuple(FileProblem(add.path, what) for what in found)
 
 
 @dataclass(frozen=True, slots=True)
 class FilesCheck:
-    """The files half of a verification at ``version``: how much was looked at, and every
-    problem found, sorted by path (empty means every live file checked out)."""
+    """The files half of a verification at ``version``: how much was looked at (``read``: the
+    files a deep verify read in full, ``None`` when it was not deep), and every problem found,
+    sorted by path (empty means every live file checked out)."""
 
     version: int
     files: int
     dvs: int
     footers: int
     problems: tuple[FileProblem, ...]
+    read: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -3,16 +3,20 @@
 Two halves, each runnable alone: the *files* half checks the current snapshot against storage
 (every live file and deletion vector: :mod:`rlcd.operations._verify_files`), the *tags* half
 checks every composition-tagged commit still in the log against the data it describes
-(:mod:`rlcd.operations._verify_tags`). Both read the one snapshot loaded here.
+(:mod:`rlcd.operations._verify_tags`). Both read the one snapshot loaded here. A *deep* files
+half also reads every live file in full (:mod:`rlcd.operations._verify_deep`), so a file of the
+right size whose bytes changed is found too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.load import load_snapshot, table_config
+from rlcd.operations._verify_deep import DEEP_CHECK_CONCURRENCY
 from rlcd.operations._verify_files import FILE_CHECK_CONCURRENCY, check_files
 from rlcd.operations._verify_rules import FileProblem, FilesCheck
 from rlcd.operations._verify_tags import CommitCheck, check_tags
@@ -46,21 +50,40 @@ async def verify_table(
     *,
     files: bool = True,
     tags: bool = True,
-    concurrency: int = FILE_CHECK_CONCURRENCY,
+    deep: bool = False,
+    concurrency: int | None = None,
+    on_file: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
     """Verify the table's live files (``files``) and its tagged commits (``tags``).
 
     Args:
-        concurrency: live files checked at once (requests in flight) in the files half.
+        deep: the files half also reads every live file in full: page checksums where the
+            writer stored them, every row group decoded, row counts.
+        concurrency: live files checked at once in the files half (default
+            ``FILE_CHECK_CONCURRENCY``, or the smaller ``DEEP_CHECK_CONCURRENCY`` when
+            ``deep``: each file read in full holds its bytes).
+        on_file: called with (files done, files in all) as the files half goes.
 
     Raises:
         TableError: the log cannot be read (the table as a whole, not one file).
         StorageError: storage refused or kept failing.
     """
     snapshot = await load_snapshot(store)
-    files_check = await check_files(store, snapshot, concurrency=concurrency) if files else None
-    commits = None
-    if tags:
+    options = None  # how to read the data files (from the schema): only reading them needs it
+    if tags or (files and deep):
         options = rewrite_settings(snapshot, table_config(snapshot), CompactionPolicy()).read
+    files_check = None
+    if files:
+        if concurrency is None:
+            concurrency = DEEP_CHECK_CONCURRENCY if deep else FILE_CHECK_CONCURRENCY
+        files_check = await check_files(
+            store,
+            snapshot,
+            concurrency=concurrency,
+            deep=options if deep else None,
+            on_file=on_file,
+        )
+    commits = None
+    if tags and options is not None:
         commits = await check_tags(store, options, frozenset(snapshot.files))
     return VerifyReport(store.root, snapshot.version, files_check, commits)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_cli import rlcd
-from tests.integration.tables import partitioned
+from tests.integration.tables import flip_page_byte, partitioned
 
 pytestmark = pytest.mark.e2e
 
@@ -30,3 +30,28 @@ def test_verify_exits_1_naming_a_deleted_file_and_runs_each_half_alone(tmp_path:
     assert tags_only.returncode == 0, tags_only.stdout
     assert "files: not checked" in tags_only.stdout and name not in tags_only.stdout
     assert rlcd("verify", str(tmp_path), "--tags-only", "--files-only").returncode == 2
+
+
+def test_deep_finds_a_flipped_byte_in_an_rlcd_output_that_the_plain_verify_passes(
+    tmp_path: Path,
+) -> None:
+    """rlcd's outputs carry page checksums: a byte flipped inside one passes ``rlcd verify``
+    (the size holds) and fails ``rlcd verify --deep`` with exit 1, naming the file, the row
+    group and the column; ``--concurrency 0`` and ``--deep`` with ``--tags-only`` are usage
+    errors."""
+    partitioned(tmp_path)
+    before = set(tmp_path.rglob("*.parquet"))
+    assert rlcd("compact", str(tmp_path)).returncode == 0
+    output = next(p for p in tmp_path.glob("part=a/*.parquet") if p not in before)
+    column = flip_page_byte(output)
+    assert rlcd("verify", str(tmp_path), "--files-only").returncode == 0
+    deep = rlcd("verify", str(tmp_path), "--files-only", "--deep")
+    assert deep.returncode == 1, deep.stderr
+    name = output.relative_to(tmp_path).as_posix()
+    assert (
+        f"  problem: {name}: data does not read: row group 0, column {column} "
+        "does not decode: could not verify page integrity, CRC checksum verification failed"
+    ) in deep.stdout
+    assert "read in full" in deep.stdout and deep.stderr == ""
+    for usage in (("--concurrency", "0"), ("--deep", "--tags-only")):
+        assert rlcd("verify", str(tmp_path), *usage).returncode == 2

@@ -17,6 +17,7 @@ import boto3
 import delta_kernel_rust_sharing_wrapper as kernel
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from rlcd.delta._segment import build_segment
 from rlcd.delta.load import list_log, load_snapshot, read_commit
@@ -107,6 +108,18 @@ def with_dvs(path: Path) -> None:
             batch(i * 30, 30),
             configuration={"delta.enableDeletionVectors": "true"} if i == 0 else None,
         )
+
+
+def flip_page_byte(file: Path) -> str:
+    """Flip a bit of the last byte of the Parquet ``file``'s first column chunk: page data (of
+    its last value, in an uncompressed page), never a page header, whose statistics no page
+    checksum covers and no decode reads. The column's name."""
+    column = pq.ParquetFile(file).metadata.row_group(0).column(0)
+    end = (column.dictionary_page_offset or column.data_page_offset) + column.total_compressed_size
+    data = bytearray(file.read_bytes())
+    data[end - 1] ^= 0x10
+    file.write_bytes(bytes(data))
+    return str(column.path_in_schema)
 
 
 MAKERS: dict[str, Callable[[Path], None]] = {

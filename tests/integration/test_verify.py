@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import AsyncIterator, Callable
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.lowlevel
 import deltalake
+import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap64
 
@@ -30,11 +32,21 @@ from rlcd.operations._dv_writer import delete_rows
 from rlcd.operations.verify import verify_table
 from rlcd.storage import LocalStore, open_store
 from rlcd.storage.base import ObjectMeta, ObjectStore
+from tests.conftest import fixture_table
 from tests.integration.races import ROWS, RaceTable, databricks_optimize, local_table
-from tests.integration.tables import S3Mirror, append, batch, partitioned, with_dvs
+from tests.integration.tables import (
+    S3Mirror,
+    append,
+    batch,
+    flip_page_byte,
+    partitioned,
+    unpartitioned,
+    with_dvs,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
+T = TypeVar("T")
 POLICY = CompactionPolicy(target_file_size=64 * 1024 * 1024)
 Opener = Callable[[Path], AbstractAsyncContextManager[ObjectStore]]
 
@@ -363,22 +375,32 @@ async def test_a_misplaced_run_fails_whether_or_not_every_source_is_tagged(
 
 
 class _CountingStore:
-    """A store passing every call to a real one, counting the HEADs in flight at once."""
+    """A store passing every call to a real one, counting the HEADs and the GETs of data in
+    flight at once."""
 
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
-        self.heads = self.in_flight = self.most_in_flight = 0
+        self.heads = self.gets = self.in_flight = self.most_in_flight = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
     async def head(self, key: str) -> ObjectMeta:
         self.heads += 1
+        return await self._counted(self._store.head(key))
+
+    async def get(self, key: str, **kw: int | None) -> bytes | bytearray:
+        if "_delta_log/" in key:  # the snapshot's load, before any file is checked
+            return await self._store.get(key, **kw)
+        self.gets += 1
+        return await self._counted(self._store.get(key, **kw))
+
+    async def _counted(self, request: Awaitable[T]) -> T:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             await anyio.lowlevel.checkpoint()  # let the other workers run their requests
-            return await self._store.head(key)
+            return await request
         finally:
             self.in_flight -= 1
 
@@ -488,3 +510,186 @@ async def test_a_refused_head_is_a_storage_error_not_a_problem(tmp_path: Path) -
     async with LocalStore(tmp_path) as store:
         with pytest.raises(StorageError, match="access denied"):
             await verify_table(_RefusingStore(store), tags=False)  # type: ignore[arg-type]
+
+
+# --deep: every live file read in full (rlcd.operations._verify_deep)
+
+
+def _rewrite_uncompressed(path: Path, *, page_crcs: bool) -> list[str]:
+    """Rewrite every data file of the unpartitioned, append-only table at ``path`` with
+    pyarrow, the same rows uncompressed and without dictionaries (a flipped value byte still
+    decodes), with or without page checksums; the adds get the new sizes. The files' paths,
+    sorted."""
+    sizes = {}
+    for file in path.glob("*.parquet"):
+        pq.write_table(
+            pq.read_table(file),
+            file,
+            compression="none",
+            use_dictionary=False,
+            write_page_checksum=page_crcs,
+        )
+        sizes[file.name] = file.stat().st_size
+
+    def resize(add: dict[str, Any]) -> None:
+        add["size"] = sizes[add["path"]]
+
+    for log in (path / "_delta_log").glob("*.json"):
+        _rewrite(path, int(log.stem), resize)
+    return sorted(sizes)
+
+
+async def _deep(store: ObjectStore, **kw: Any) -> list[str]:
+    """The problems a deep verify finds, having checked that it read every file there."""
+    report = await verify_table(store, deep=True, **kw)
+    assert report.files is not None and report.files.read is not None
+    return _problems(report)
+
+
+async def test_a_flipped_byte_in_a_checksummed_page_is_found(
+    tmp_path: Path, open_table: Opener
+) -> None:
+    """A byte flipped inside a data page whose writer stored its CRC passes the plain verify
+    (the size holds) and fails --deep, naming the file, the row group and the column."""
+    unpartitioned(tmp_path)
+    victim = _rewrite_uncompressed(tmp_path, page_crcs=True)[2]
+    column = flip_page_byte(tmp_path / victim)
+    async with open_table(tmp_path) as store:
+        assert (await verify_table(store)).ok
+        (problem,) = await _deep(store)
+    assert problem.startswith(
+        f"{victim}: data does not read: row group 0, column {column} does not decode: "
+    )
+    assert "CRC checksum verification failed" in problem
+
+
+async def test_a_flipped_value_byte_in_a_page_without_a_crc_is_not_found(tmp_path: Path) -> None:
+    """The limit --deep documents: a value changed in an uncompressed page without a CRC still
+    decodes (to another value), so nothing can tell."""
+    unpartitioned(tmp_path)
+    victim = tmp_path / _rewrite_uncompressed(tmp_path, page_crcs=False)[2]
+    before = pq.read_table(victim)
+    flip_page_byte(victim)
+    assert not pq.read_table(victim).equals(before)  # a value changed, and it still decodes
+    async with LocalStore(tmp_path) as store:
+        assert await _deep(store) == []
+
+
+async def test_a_truncated_file_is_found(tmp_path: Path, open_table: Opener) -> None:
+    """A file cut short fails --deep as unreadable, whether or not its add says the short
+    size (then only the deep read can tell)."""
+    unpartitioned(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        short, cut = list((await load_snapshot(store)).files.values())[1:3]
+    for add in (short, cut):
+        with (tmp_path / add.path).open("r+b") as f:
+            f.truncate(add.size - 100)
+
+    def shorten(add: dict[str, Any]) -> None:
+        if add["path"] == short.path:
+            add["size"] -= 100
+
+    for log in (tmp_path / "_delta_log").glob("*.json"):
+        _rewrite(tmp_path, int(log.stem), shorten)
+    async with open_table(tmp_path) as store:
+        problems = await _deep(store)
+    found = {
+        add.path: [p.removeprefix(f"{add.path}: ") for p in problems if p.startswith(add.path)]
+        for add in (short, cut)
+    }
+    unreadable = "data does not read: not a readable Parquet file: "
+    (alone,) = found[short.path]
+    assert alone.startswith(unreadable)
+    size, data = found[cut.path]
+    assert size == f"is {cut.size - 100} bytes on storage, its add says {cut.size}"
+    assert data.startswith(unreadable)
+    assert len(problems) == 3
+
+
+async def test_a_stats_row_count_other_than_the_footer_is_found(tmp_path: Path) -> None:
+    """A file whose rows are not the ``numRecords`` its stats say fails --deep (the plain
+    verify trusts the stats)."""
+    unpartitioned(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        add = next(iter((await load_snapshot(store)).files.values()))
+
+    def miscount(action: dict[str, Any]) -> None:
+        if action["path"] == add.path:
+            stats = json.loads(action["stats"])
+            stats["numRecords"] += 1
+            action["stats"] = json.dumps(stats)
+
+    for log in (tmp_path / "_delta_log").glob("*.json"):
+        _rewrite(tmp_path, int(log.stem), miscount)
+    async with LocalStore(tmp_path) as store:
+        assert (await verify_table(store)).ok
+        assert await _deep(store) == [
+            f"{add.path}: data does not read: has 100 rows, its stats say 101"
+        ]
+
+
+async def test_a_flipped_byte_in_a_dv_file_is_found_by_deep_too(tmp_path: Path) -> None:
+    """--deep checks every DV as the plain verify does: a flipped byte fails its CRC-32."""
+    _, paths = await _table_with_dvs(tmp_path)
+    (dv_file,) = _dv_files(tmp_path)
+    data = bytearray(dv_file.read_bytes())
+    data[1 + 4 + 6] ^= 0x01  # inside the first DV's bitmap
+    dv_file.write_bytes(bytes(data))
+    async with LocalStore(tmp_path) as store:
+        (problem,) = await _deep(store)
+    assert problem.startswith(f"{paths[0]}: deletion vector ") and "CRC-32 mismatch" in problem
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "basic-dv-no-checkpoint",
+        "basic-dv-with-checkpoint",
+        "dv-with-columnmapping",
+        "krs-table-with-dv-small",
+        "krs-with-short-dv",
+    ],
+)
+async def test_clean_fixture_tables_with_dvs_pass_deep(tmp_path: Path, name: str) -> None:
+    """Spark's and the kernel's DV tables read in full, with every DV, without a problem."""
+    shutil.copytree(fixture_table(name), tmp_path / name)
+    async with LocalStore(tmp_path / name) as store:
+        report = await verify_table(store, deep=True)
+    assert report.ok, report
+    assert report.files is not None and report.files.read == report.files.files > 0
+    assert report.files.dvs > 0
+
+
+async def test_a_table_rlcd_compacted_passes_deep(tmp_path: Path, open_table: Opener) -> None:
+    """rlcd's own outputs, from sources with DVs, read in full without a problem."""
+    await _table_with_dvs(tmp_path)
+    for i in range(3):
+        append(tmp_path, batch(1000 + i * 10, 10))
+    async with LocalStore(tmp_path) as store:
+        assert (await compact_table(store, POLICY)).committed_version is not None
+    async with open_table(tmp_path) as store:
+        report = await verify_table(store, deep=True, concurrency=2)
+    assert report.ok, report
+    assert report.files is not None and report.files.read == report.files.files == 1
+
+
+async def test_deep_checks_keep_to_the_concurrency_bound(
+    tmp_path: Path, open_table: Opener
+) -> None:
+    """A deep verify reads every file, with at most ``concurrency`` requests in flight (on S3
+    a HEAD and a GET a file; a local file is read in place), and reports progress after each."""
+    for i in range(12):
+        append(tmp_path, batch(i * 5, 5))
+    seen: list[tuple[int, int]] = []
+    async with open_table(tmp_path) as store:
+        counting = _CountingStore(store)
+        report = await verify_table(
+            counting,  # type: ignore[arg-type]
+            tags=False,
+            deep=True,
+            concurrency=3,
+            on_file=lambda done, total: seen.append((done, total)),
+        )
+    assert report.ok and report.files is not None and report.files.read == 12
+    assert counting.heads == 12 and 1 <= counting.most_in_flight <= 3
+    assert seen == [(done, 12) for done in range(13)]

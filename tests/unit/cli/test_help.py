@@ -38,3 +38,17 @@ def test_status_help_gives_its_exit_codes() -> None:
     text = COMMANDS[("status",)].format_help()
     assert "Exit codes:" in text
     assert "3    a table cannot be read" in text and "4    storage failed" in text
+
+
+def test_verify_help_gives_the_defaults_the_code_uses() -> None:
+    """``rlcd verify --help`` states the files checked at once, with and without --deep, and
+    what a file read in full holds, as the library's constants say (the help must not import
+    them: ``--help`` loads no compaction stack)."""
+    from rlcd.operations._verify_deep import DEEP_CHECK_CONCURRENCY, DEEP_IN_MEMORY
+    from rlcd.operations._verify_files import FILE_CHECK_CONCURRENCY
+
+    text = " ".join(COMMANDS[("verify",)].format_help().split())
+    assert (
+        f"(default {FILE_CHECK_CONCURRENCY}; with --deep {DEEP_CHECK_CONCURRENCY}, each "
+        f"holding up to {DEEP_IN_MEMORY >> 20} MiB of a remote file)"
+    ) in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from rlcd.cli.progress import BinProgress
+from rlcd.cli.progress import BinProgress, FileProgress
 from rlcd.cli.report import human_bytes
 from rlcd.compaction.plan import Bin
 from rlcd.delta.actions import AddFile
@@ -57,3 +57,18 @@ def test_human_bytes() -> None:
         "5.0 MiB",
         "3.0 TiB",
     ]
+
+
+def test_file_progress_on_a_terminal_only() -> None:
+    """Verify's file count is one line rewritten on a TTY, ended by ``finish``; a pipe gets
+    nothing."""
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        progress = FileProgress(stream)
+        for done in range(3):
+            progress(done, 2)
+        progress.finish()
+    assert tty.getvalue() == (
+        "\rverifying: 0/2 files\rverifying: 1/2 files\rverifying: 2/2 files\n"
+    )
+    assert pipe.getvalue() == ""

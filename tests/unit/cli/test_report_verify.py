@@ -74,3 +74,11 @@ def test_untagged_sources_are_counted_as_not_checked() -> None:
         f"    note: {note}",
         "verified",
     ]
+
+
+def test_a_deep_check_counts_the_files_read_in_full() -> None:
+    """A deep files half says how many files it read in full; a plain one says nothing of it."""
+    files = FilesCheck(version=3, files=2, dvs=1, footers=0, problems=(), read=2)
+    assert _printed(VerifyReport("file:///t", 3, files, None))[1] == (
+        "files: 2 live files checked (1 deletion vector, 2 read in full): 0 problems"
+    )

@@ -69,3 +69,12 @@ def test_a_problem_reads_as_path_then_what() -> None:
     assert (
         str(FileProblem("a.parquet", "data file is missing")) == "a.parquet: data file is missing"
     )
+
+
+def test_data_that_does_not_read_is_the_last_problem() -> None:
+    """What a deep read found comes after the size and DV problems of the same file."""
+    seen = FileObservation(ADD, stored_size=999, data_error="row group 0 does not decode: x")
+    assert _what(seen) == [
+        "is 999 bytes on storage, its add says 1000",
+        "data does not read: row group 0 does not decode: x",
+    ]
