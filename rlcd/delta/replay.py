@@ -3,8 +3,9 @@
 Rules (delta-protocol.md §1.9): the last ``protocol`` and ``metaData`` win; the last ``txn`` per
 appId and ``domainMetadata`` per domain win (``removed`` deletes the domain); live files are keyed
 by ``(path, DV unique id)``: an ``add`` replaces whatever add the path had, and a ``remove``
-removes the live file only when its key matches exactly. Tombstones themselves are not kept:
-rlcd never writes checkpoints, so it has no use for them.
+removes the live file only when its key matches exactly. Each remove is also kept as a
+tombstone under the same key until an add of that key replaces it (Spark's in-memory replay):
+vacuum reads their ``deletionTimestamp`` and DVs, and checkpoints carry them forward.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Snapshot:
     ``files`` maps the canonical path (:func:`canonical_path`) to the live add, in the order
     the paths first appeared in the log (the checkpoint's row order, then commit order).
     ``commit_info`` is the commitInfo of ``version`` itself when that commit was read, else None.
+    ``tombstones`` maps ``(canonical path, DV unique id)`` to the latest remove of that key that
+    no later add re-added (the checkpoint's and the commits').
     """
 
     table: str
@@ -58,6 +61,7 @@ class Snapshot:
     txns: Mapping[str, Txn] = field(default_factory=dict)
     domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
     commit_info: CommitInfo | None = None
+    tombstones: Mapping[tuple[str, str | None], RemoveFile] = field(default_factory=dict)
 
     @property
     def in_commit_timestamp(self) -> int | None:
@@ -76,6 +80,9 @@ class _Fold:
         self.txns: dict[str, Txn] = dict(base.txns) if base else {}
         self.domains: dict[str, DomainMetadata] = dict(base.domains) if base else {}
         self.commit_info: CommitInfo | None = None
+        self.tombstones: dict[tuple[str, str | None], RemoveFile] = (
+            dict(base.tombstones) if base else {}
+        )
 
     def apply(self, version: int, actions: Sequence[Action], *, checkpoint: bool) -> None:
         if version <= self.version:
@@ -87,11 +94,14 @@ class _Fold:
         for action in actions:
             match action:
                 case AddFile():
-                    self.files[canonical_path(action.path)] = action
+                    key = canonical_path(action.path)
+                    self.files[key] = action
+                    self.tombstones.pop((key, action.dv_unique_id), None)
                 case RemoveFile():
+                    key = canonical_path(action.path)
+                    self.tombstones[key, action.dv_unique_id] = action
                     if checkpoint:
                         continue  # checkpoint tombstones never shadow a live add
-                    key = canonical_path(action.path)
                     live = self.files.get(key)
                     if live is not None and live.dv_unique_id == action.dv_unique_id:
                         del self.files[key]
@@ -127,6 +137,7 @@ class _Fold:
             txns=self.txns,
             domains=self.domains,
             commit_info=self.commit_info,
+            tombstones=self.tombstones,
         )
 
 
