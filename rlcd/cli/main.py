@@ -334,7 +334,7 @@ async def _vacuum(args: argparse.Namespace) -> int:
     if args.dry_run:
         for f in report.files:
             print(f"  {f.key}")
-    size = human_bytes(report.bytes) + ("" if report.sizes_known else " known")
+    size = human_bytes(report.bytes)
     files = count(len(report.files) if args.dry_run else report.deleted, "file")
     verb = "would delete" if args.dry_run else "deleted"
     versions = (

@@ -124,10 +124,10 @@ def _hidden_name(name: str, partition_columns: Sequence[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A key a vacuum deletes, with its size in bytes (None: unknown without a listing)."""
+    """A key a vacuum deletes, with its size in bytes on storage."""
 
     key: str
-    size: int | None
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +144,7 @@ class VacuumRules:
     (``now - retention``, milliseconds), the valid keys and the expired tombstones.
 
     Build with :meth:`of`; ask :meth:`listed` of each listed object (full mode) or take
-    :meth:`lite_candidates`; :meth:`outside` names what the log points at elsewhere.
+    the keys of :meth:`lite_candidates`; :meth:`outside` names what the log points at elsewhere.
     """
 
     root: str
@@ -192,17 +192,17 @@ class VacuumRules:
             and not is_hidden(key, self.partition_columns)
         )
 
-    def lite_candidates(self) -> list[Candidate]:
-        """The files of the expired tombstones that no version in the window reads, each
-        once, in log order; sizes from the tombstones (a DV file's is unknown)."""
-        found: dict[str, Candidate] = {}
+    def lite_candidates(self) -> list[str]:
+        """The keys of the expired tombstones' files (data and DV) that no version in the
+        window reads, each once, in log order; :meth:`listed` judges each again once its
+        modification time is known."""
+        found: dict[str, None] = {}
         for tombstone in self.expired:
             for path in _paths(tombstone):
                 key = _key(self.root, path)
                 if isinstance(key, str) and self.listed(key, self.cutoff_ms - 1):
-                    size = tombstone.size if path == tombstone.path else None
-                    found.setdefault(key, Candidate(key, size))
-        return list(found.values())
+                    found[key] = None
+        return list(found)
 
     def outside(self) -> list[Outside]:
         """The paths of expired tombstones that lie outside the table: reported, never

@@ -22,15 +22,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+import anyio
 import structlog
 
+from rlcd._tasks import gather
 from rlcd.delta.actions import Action, CommitInfo
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, replay
 from rlcd.delta.transaction import Committed, Unknown, Winner, run_transaction
 from rlcd.delta.write import make_commit_info
-from rlcd.errors import ConcurrentModificationError, ConfigError, CorruptLogError, StorageError
+from rlcd.errors import (
+    ConcurrentModificationError,
+    ConfigError,
+    CorruptLogError,
+    NotFoundError,
+    StorageError,
+)
 from rlcd.operations._vacuum_rules import (
     DEFAULT_RETENTION,
     RETENTION_PROPERTY,
@@ -56,6 +64,9 @@ VacuumMode = Literal["lite", "full"]
 
 _ISOLATION: Final = "SnapshotIsolation"
 """What Spark records for a commit that changes no data (its VACUUM commits)."""
+
+_HEAD_CONCURRENCY: Final = 16
+"""HEAD requests in flight at once when lite mode checks its candidates."""
 
 _log = structlog.get_logger(__name__)
 
@@ -86,13 +97,8 @@ class VacuumReport:
 
     @property
     def bytes(self) -> int:
-        """Bytes of the files whose size is known (all of them in full mode; lite mode
-        knows a data file's size from its tombstone, not a DV file's)."""
-        return sum(f.size or 0 for f in self.files)
-
-    @property
-    def sizes_known(self) -> bool:
-        return all(f.size is not None for f in self.files)
+        """Bytes of the files (their sizes on storage)."""
+        return sum(f.size for f in self.files)
 
 
 def table_retention_ms(snapshot: Snapshot) -> int:
@@ -157,7 +163,7 @@ async def vacuum_table(
             if rules.listed(meta.key, meta.last_modified_ms)
         ]
     else:
-        files = rules.lite_candidates()
+        files = await _present(store, rules, rules.lite_candidates())
     report = VacuumReport(
         table=store.root,
         version=snapshot.version,
@@ -186,6 +192,35 @@ async def vacuum_table(
         bytes=report.bytes,
     )
     return report
+
+
+async def _present(
+    store: ObjectStore, rules: VacuumRules, candidates: Sequence[str]
+) -> list[Candidate]:
+    """The lite candidates still on storage, with their sizes, by a HEAD each (at most
+    :data:`_HEAD_CONCURRENCY` at once): a rerun does not report, nor record, files an earlier
+    run deleted, and a file written after the cutoff stays, as full mode's listing would
+    judge it. Tombstones stay in the log until a checkpoint drops the expired ones, so until
+    then each run heads them again."""
+    limiter = anyio.CapacityLimiter(_HEAD_CONCURRENCY)
+
+    async def head(key: str) -> Candidate | None:
+        async with limiter:
+            try:
+                meta = await store.head(key)
+            except NotFoundError:
+                return None
+        return (
+            Candidate(meta.key, meta.size)
+            if rules.listed(meta.key, meta.last_modified_ms)
+            else None
+        )
+
+    found: list[Candidate] = []
+    for first in range(0, len(candidates), DELETE_BATCH):  # bounds the tasks alive at once
+        heads = await gather(*(head(c) for c in candidates[first : first + DELETE_BATCH]))
+        found.extend(c for c in heads if c is not None)
+    return found
 
 
 def _check_retention(table: str, retention: int, table_ms: int, allowed: bool) -> tuple[str, ...]:

@@ -12,7 +12,6 @@ from rlcd.delta.actions import AddFile, RemoveFile, parse_commit
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.replay import replay
 from rlcd.operations._vacuum_rules import (
-    Candidate,
     Outside,
     VacuumRules,
     is_hidden,
@@ -91,7 +90,7 @@ def test_a_tombstone_expires_strictly_before_the_cutoff() -> None:
     before = _gone("before.parquet", at=NOW - HOUR - 1)
     undated = _gone("undated.parquet", at=None)
     rules = _rules([], [on_edge, before, undated], retention=HOUR)
-    assert [c.key for c in rules.lite_candidates()] == ["before.parquet", "undated.parquet"]
+    assert rules.lite_candidates() == ["before.parquet", "undated.parquet"]
     assert "edge.parquet" in rules.valid
 
 
@@ -103,7 +102,7 @@ def test_a_live_file_is_never_a_candidate_even_with_an_expired_tombstone() -> No
         uuid=UUID(int=8), offset=1, size_in_bytes=40, cardinality=1
     )
     rules = _rules([live], [_gone("p.parquet", at=0, dv=old_dv)])
-    assert rules.lite_candidates() == [Candidate(f"deletion_vector_{UUID(int=8)}.bin", None)]
+    assert rules.lite_candidates() == [f"deletion_vector_{UUID(int=8)}.bin"]
     assert {"p.parquet", DV_KEY} <= rules.valid
 
 
@@ -118,7 +117,7 @@ def test_a_dv_file_is_found_from_its_descriptor() -> None:
         offset=1,
     )
     rules = _rules([], [_gone("a.parquet", at=0, dv=DV), _gone("b.parquet", at=0, dv=absolute)])
-    assert [c.key for c in rules.lite_candidates()] == [
+    assert rules.lite_candidates() == [
         "a.parquet",
         DV_KEY,
         "b.parquet",
@@ -130,7 +129,7 @@ def test_a_dv_file_shared_with_a_live_file_stays() -> None:
     """One DV file can hold the DVs of several files: it goes only when no valid one uses it."""
     live = AddFile(path="live.parquet", size=1, deletion_vector=DV)
     rules = _rules([live], [_gone("gone.parquet", at=0, dv=DV)])
-    assert [c.key for c in rules.lite_candidates()] == ["gone.parquet"]
+    assert rules.lite_candidates() == ["gone.parquet"]
 
 
 def test_full_mode_keeps_young_unreferenced_files() -> None:
@@ -191,7 +190,7 @@ def test_paths_outside_the_root_are_reported_never_deleted() -> None:
             _gone(f"{ROOT}/ok.parquet", at=0),
         ],
     )
-    assert [c.key for c in rules.lite_candidates()] == ["ok.parquet"]
+    assert rules.lite_candidates() == ["ok.parquet"]
     assert [o.path for o in rules.outside()] == [
         "s3://other/t/a.parquet",
         "../sibling/b.parquet",
@@ -207,10 +206,12 @@ def test_a_live_file_outside_the_root_is_not_reported() -> None:
     assert rules.outside() == [] and rules.valid == frozenset()
 
 
-def test_candidates_are_unique_and_sized_from_the_tombstone() -> None:
-    """A path removed twice (once per DV) is one candidate, with the tombstone's size."""
-    rules = _rules([], [_gone("a.parquet", at=0), _gone("a.parquet", at=1, dv=DV)])
-    assert rules.lite_candidates() == [Candidate("a.parquet", 100), Candidate(DV_KEY, None)]
+def test_candidates_are_unique() -> None:
+    """A path removed twice (once per DV) is one candidate, and so is a shared DV file."""
+    rules = _rules(
+        [], [_gone("a.parquet", at=0), _gone("a.parquet", at=1, dv=DV), _gone("b", at=2, dv=DV)]
+    )
+    assert rules.lite_candidates() == ["a.parquet", DV_KEY, "b"]
 
 
 def _line(kind: str, body: dict[str, object]) -> bytes:
