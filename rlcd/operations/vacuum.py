@@ -37,6 +37,7 @@ from rlcd.errors import (
     ConfigError,
     CorruptLogError,
     NotFoundError,
+    RlcdError,
     StorageError,
 )
 from rlcd.operations._vacuum_rules import (
@@ -275,13 +276,16 @@ async def _run(
             await store.delete_many(batch)
             deleted += len(batch)
     except StorageError:
-        await _record(
-            store,
-            after_start,
-            "VACUUM END",
-            {"status": "FAILED"},
-            {"numDeletedFiles": deleted, "numVacuumedDirectories": 0},
-        )
+        try:
+            await _record(
+                store,
+                after_start,
+                "VACUUM END",
+                {"status": "FAILED"},
+                {"numDeletedFiles": deleted, "numVacuumedDirectories": 0},
+            )
+        except RlcdError as exc:  # the delete's error is the one to raise
+            _log.warning("vacuum_end_not_recorded", table=store.root, error=str(exc))
         raise
     end, _ = await _record(
         store,

@@ -8,7 +8,8 @@ a real run leaves storage holding only what the live version reads, with every r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import deltalake
 import pyarrow as pa
@@ -19,8 +20,10 @@ from rlcd.delta.load import load_snapshot
 from rlcd.delta.log_path import commit_name
 from rlcd.delta.partitions import object_key
 from rlcd.delta.replay import Snapshot
-from rlcd.errors import ConfigError, UnsupportedFeatureError
+from rlcd.errors import ConfigError, StorageError, UnsupportedFeatureError
+from rlcd.operations import vacuum as vacuum_module
 from rlcd.operations.vacuum import VacuumMode, vacuum_table
+from rlcd.storage.base import ObjectStore
 from tests.integration.races import POLICY, ROWS, RaceTable, dv_delete, judge
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -167,3 +170,49 @@ async def test_a_table_rlcd_cannot_write_is_refused(make: Callable[..., RaceTabl
         with pytest.raises(UnsupportedFeatureError, match="futureMagic"):
             await vacuum_table(store, mode="full", retain_ms=0, allow_short_retention=True)
         assert {m.key async for m in store.list("")} == keys
+
+
+class _FailingDeletes:
+    """The table's store, whose second batch delete is refused (as an S3 AccessDenied would)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.batches = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        self.batches += 1
+        if self.batches == 2:
+            raise StorageError("AccessDenied (HTTP 403)", operation="delete_many", key=keys[0])
+        await self.inner.delete_many(keys)
+
+
+async def test_a_failed_delete_is_recorded_and_leaves_a_readable_table(
+    make: Callable[..., RaceTable], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete refused midway raises the storage error naming the key, after a VACUUM END
+    with status FAILED counting what was deleted; every row still reads, and a rerun finishes
+    the job."""
+    monkeypatch.setattr(vacuum_module, "DELETE_BATCH", 2)
+    table, expected = await _compacted(make)
+    async with table.store() as inner:
+        store = _FailingDeletes(inner)
+        with pytest.raises(StorageError, match="AccessDenied") as info:
+            await vacuum_table(
+                store,  # type: ignore[arg-type]
+                mode="full",
+                retain_ms=0,
+                allow_short_retention=True,
+            )
+        assert info.value.key
+        snapshot = await load_snapshot(inner)
+        end = json.loads(await inner.get(commit_name(snapshot.version)))["commitInfo"]
+        assert end["operation"] == "VACUUM END"
+        assert end["operationParameters"] == {"status": "FAILED"}
+        assert end["operationMetrics"]["numDeletedFiles"] == "2"
+        await judge(table, expected)
+        rerun = await vacuum_table(inner, mode="full", retain_ms=0, allow_short_retention=True)
+        assert rerun.deleted == len(rerun.files) > 0
+    await judge(table, expected)
