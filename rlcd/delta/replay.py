@@ -5,7 +5,9 @@ appId and ``domainMetadata`` per domain win (``removed`` deletes the domain); li
 by ``(path, DV unique id)``: an ``add`` replaces whatever add the path had, and a ``remove``
 removes the live file only when its key matches exactly. Each remove is also kept as a
 tombstone under the same key until an add of that key replaces it (Spark's in-memory replay):
-vacuum reads their ``deletionTimestamp`` and DVs, and checkpoints carry them forward.
+vacuum reads their ``deletionTimestamp`` and DVs, and checkpoints carry them forward. The
+paths of ``cdc`` actions read since the checkpoint are kept too (checkpoints hold none), for
+vacuum's lite mode.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 from rlcd.delta.actions import (
     Action,
+    AddCdcFile,
     AddFile,
     CommitInfo,
     DomainMetadata,
@@ -50,7 +53,8 @@ class Snapshot:
     the paths first appeared in the log (the checkpoint's row order, then commit order).
     ``commit_info`` is the commitInfo of ``version`` itself when that commit was read, else None.
     ``tombstones`` maps ``(canonical path, DV unique id)`` to the latest remove of that key that
-    no later add re-added (the checkpoint's and the commits').
+    no later add re-added (the checkpoint's and the commits'). ``cdc_files`` are the paths of
+    the change data files the commits read since the checkpoint (or the log's start) name.
     """
 
     table: str
@@ -62,6 +66,7 @@ class Snapshot:
     domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
     commit_info: CommitInfo | None = None
     tombstones: Mapping[tuple[str, str | None], RemoveFile] = field(default_factory=dict)
+    cdc_files: frozenset[str] = frozenset()
 
     @property
     def in_commit_timestamp(self) -> int | None:
@@ -83,6 +88,7 @@ class _Fold:
         self.tombstones: dict[tuple[str, str | None], RemoveFile] = (
             dict(base.tombstones) if base else {}
         )
+        self.cdc_files: set[str] = set(base.cdc_files) if base else set()
 
     def apply(self, version: int, actions: Sequence[Action], *, checkpoint: bool) -> None:
         if version <= self.version:
@@ -116,11 +122,13 @@ class _Fold:
                         self.domains.pop(action.domain, None)
                     else:
                         self.domains[action.domain] = action
+                case AddCdcFile():
+                    self.cdc_files.add(action.path)
                 case CommitInfo():
                     if not checkpoint:
                         self.commit_info = action
                 case _:
-                    pass  # cdc, checkpoint-only and unknown actions do not change the state
+                    pass  # checkpoint-only and unknown actions do not change the state
 
     def snapshot(self) -> Snapshot:
         if self.protocol is None or self.metadata is None:
@@ -138,6 +146,7 @@ class _Fold:
             domains=self.domains,
             commit_info=self.commit_info,
             tombstones=self.tombstones,
+            cdc_files=frozenset(self.cdc_files),
         )
 
 

@@ -8,9 +8,12 @@ Theory of operation (delta-protocol.md §2.12 on tombstones; Spark's ``VacuumCom
 - The *valid* keys are those some version inside the window may read: every live file and its
   DV file, and every tombstone not yet expired and its DV file. A valid key is never deleted.
 - *Lite* mode reads only the log: the candidates are the files (and DV files) of expired
-  tombstones that are not valid. *Full* mode walks the table's listing: every object that is
-  not valid, not hidden, and last modified before the cutoff (a writer in flight keeps its young
-  files; so does a file removed from the log but written after the cutoff).
+  tombstones that are not valid, and the change data files (``cdc`` actions) of the commits
+  read since the checkpoint, judged like full mode's listing once their age is known (Spark's
+  lite mode deletes old ``_change_data`` files too). *Full* mode walks the table's listing:
+  every object that is not valid, not hidden, and last modified before the cutoff (a writer in
+  flight keeps its young files; so does a file removed from the log but written after the
+  cutoff).
 - *Hidden* follows Spark's ``DeltaTableUtils.isHiddenDirectory``, applied to every segment of a
   key: a name starting with ``_`` or ``.`` is hidden (``_delta_log``, ``_rlcd``, ``.crc`` files,
   ``_SUCCESS``), and so is ``metadata``, except ``_change_data`` and ``_delta_index`` (Delta's
@@ -152,6 +155,7 @@ class VacuumRules:
     cutoff_ms: int
     valid: frozenset[str]
     expired: tuple[RemoveFile, ...]
+    cdc_files: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -163,8 +167,10 @@ class VacuumRules:
         tombstones: Iterable[RemoveFile],
         now_ms: int,
         retention_ms: int,
+        cdc_files: Iterable[str] = (),
     ) -> VacuumRules:
-        """The rules for live ``files`` and ``tombstones`` of the table at ``root``."""
+        """The rules for live ``files``, ``tombstones`` and the change data files of the
+        table at ``root``."""
         cutoff = now_ms - retention_ms
         valid: set[str] = set()
         expired: list[RemoveFile] = []
@@ -182,7 +188,14 @@ class VacuumRules:
                 expired.append(tombstone)
             else:
                 keep(tombstone)
-        return cls(root, tuple(partition_columns), cutoff, frozenset(valid), tuple(expired))
+        return cls(
+            root,
+            tuple(partition_columns),
+            cutoff,
+            frozenset(valid),
+            tuple(expired),
+            tuple(sorted(cdc_files)),
+        )
 
     def listed(self, key: str, last_modified_ms: int) -> bool:
         """Whether full mode deletes a listed object."""
@@ -194,14 +207,14 @@ class VacuumRules:
 
     def lite_candidates(self) -> list[str]:
         """The keys of the expired tombstones' files (data and DV) that no version in the
-        window reads, each once, in log order; :meth:`listed` judges each again once its
-        modification time is known."""
+        window reads, each once, in log order, then those of the change data files; the
+        caller has :meth:`listed` judge each again once its modification time is known."""
         found: dict[str, None] = {}
-        for tombstone in self.expired:
-            for path in _paths(tombstone):
-                key = _key(self.root, path)
-                if isinstance(key, str) and self.listed(key, self.cutoff_ms - 1):
-                    found[key] = None
+        paths = [path for tombstone in self.expired for path in _paths(tombstone)]
+        for path in [*paths, *self.cdc_files]:
+            key = _key(self.root, path)
+            if isinstance(key, str) and self.listed(key, self.cutoff_ms - 1):
+                found[key] = None
         return list(found)
 
     def outside(self) -> list[Outside]:

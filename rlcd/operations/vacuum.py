@@ -154,6 +154,7 @@ async def vacuum_table(
         partition_columns=snapshot.metadata.partition_columns,
         files=snapshot.files.values(),
         tombstones=snapshot.tombstones.values(),
+        cdc_files=snapshot.cdc_files,
         now_ms=int(time.time() * 1000) if now_ms is None else now_ms,
         retention_ms=retention,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import deltalake
@@ -23,6 +24,7 @@ from rlcd.delta.replay import Snapshot
 from rlcd.errors import ConfigError, StorageError, UnsupportedFeatureError
 from rlcd.operations import vacuum as vacuum_module
 from rlcd.operations.vacuum import VacuumMode, vacuum_table
+from rlcd.storage import LocalStore
 from rlcd.storage.base import ObjectStore
 from tests.integration.races import POLICY, ROWS, RaceTable, dv_delete, judge
 
@@ -216,3 +218,29 @@ async def test_a_failed_delete_is_recorded_and_leaves_a_readable_table(
         rerun = await vacuum_table(inner, mode="full", retain_ms=0, allow_short_retention=True)
         assert rerun.deleted == len(rerun.files) > 0
     await judge(table, expected)
+
+
+async def test_change_data_files_go_in_both_modes(tmp_path: Path) -> None:
+    """A change-data-feed table's ``_change_data`` files that no version reads are listed by
+    lite mode (from the commits' ``cdc`` actions) and by full mode, as delta-rs lists them."""
+    path = tmp_path / "cdf"
+    for i in range(3):
+        config = {"delta.enableChangeDataFeed": "true"} if i == 0 else None
+        ids = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64())})
+        deltalake.write_deltalake(str(path), ids, mode="append", configuration=config)
+    deltalake.DeltaTable(str(path)).delete("id < 5")
+    theirs = deltalake.DeltaTable(str(path)).vacuum(
+        dry_run=True, retention_hours=0, enforce_retention_duration=False, full=True
+    )
+    async with LocalStore(path) as store:
+        for mode in ("lite", "full"):
+            report = await vacuum_table(
+                store,
+                mode=mode,  # type: ignore[arg-type]
+                retain_ms=0,
+                allow_short_retention=True,
+                dry_run=True,
+            )
+            keys = {f.key for f in report.files}
+            assert keys == set(theirs), mode
+            assert any(k.startswith("_change_data/") for k in keys)

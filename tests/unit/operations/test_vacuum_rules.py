@@ -206,6 +206,23 @@ def test_a_live_file_outside_the_root_is_not_reported() -> None:
     assert rules.outside() == [] and rules.valid == frozenset()
 
 
+def test_lite_mode_takes_change_data_files_unless_a_version_reads_them() -> None:
+    """The ``cdc`` files the commits named are lite candidates (their age is judged once
+    headed), as Spark's lite mode deletes old ``_change_data`` files; one outside the table is
+    not."""
+    rules = VacuumRules.of(
+        ROOT,
+        partition_columns=(),
+        files=[],
+        tombstones=[_gone("a.parquet", at=0)],
+        now_ms=NOW,
+        retention_ms=0,
+        cdc_files=["_change_data/cdc-1.parquet", "s3://other/cdc-2.parquet"],
+    )
+    assert rules.lite_candidates() == ["a.parquet", "_change_data/cdc-1.parquet"]
+    assert not rules.listed("_change_data/cdc-1.parquet", NOW)
+
+
 def test_candidates_are_unique() -> None:
     """A path removed twice (once per DV) is one candidate, and so is a shared DV file."""
     rules = _rules(
@@ -220,7 +237,8 @@ def _line(kind: str, body: dict[str, object]) -> bytes:
 
 def test_replay_keeps_tombstones_until_the_key_is_added_again() -> None:
     """Removes become tombstones keyed by (path, DV id), from checkpoints and commits; an add of
-    the same key drops the tombstone; a remove's deletionTimestamp and DV are kept."""
+    the same key drops the tombstone; a remove's deletionTimestamp and DV are kept; the paths
+    of cdc actions are kept too."""
     setup = _line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}) + _line(
         "metaData", {"id": "t", "format": {"provider": "parquet"}, "partitionColumns": []}
     )
@@ -234,6 +252,7 @@ def test_replay_keeps_tombstones_until_the_key_is_added_again() -> None:
     c2 = parse_commit(
         _line("remove", {"path": "a.parquet", "deletionTimestamp": 9})
         + _line("add", {"path": "b.parquet", "size": 1, "modificationTime": 0, "dataChange": True})
+        + _line("cdc", {"path": "_change_data/c.parquet", "size": 1, "dataChange": False})
     )
     snap = replay("t", [(1, c1), (2, c2)], checkpoint=(0, checkpoint))
     assert {k: t.deletion_timestamp for k, t in snap.tombstones.items()} == {
@@ -241,3 +260,4 @@ def test_replay_keeps_tombstones_until_the_key_is_added_again() -> None:
         ("a.parquet", None): 9,
     }
     assert list(snap.files) == ["b.parquet"]
+    assert snap.cdc_files == {"_change_data/c.parquet"}
