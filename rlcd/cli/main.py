@@ -35,7 +35,7 @@ from rlcd.cli.exit_codes import (
     exit_code,
 )
 from rlcd.cli.process import configure_process
-from rlcd.cli.report import print_compaction, print_plan, print_verify
+from rlcd.cli.report import human_bytes, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.policy import CODECS, ENCODINGS
 from rlcd.compaction.words import count, unfinished_write
@@ -242,6 +242,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_s3_options(verify)
     _add_delete_commands(sub)
+    _add_vacuum_command(sub)
     daemon_commands.add_commands(sub)
     return parser
 
@@ -282,6 +283,93 @@ def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
     enable.add_argument("--yes", action="store_true", help="upgrade the protocol")
     enable.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
     _add_s3_options(enable)
+
+
+def _add_vacuum_command(sub: argparse._SubParsersAction[_Subcommand]) -> None:
+    vacuum = sub.add_parser(
+        "vacuum",
+        help="delete the data and DV files no version inside the retention window reads",
+        description="Delete the files that the table's log no longer references within the "
+        "retention (delta.deletedFileRetentionDuration, default 1 week), as Spark's VACUUM "
+        "does: --lite (the default) deletes the files of expired tombstones, reading only the "
+        "log; --full also lists the table and deletes every unreferenced file older than the "
+        "retention. _delta_log, hidden paths and anything outside the table stay. The run is "
+        "recorded as VACUUM START / VACUUM END commits.",
+        epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vacuum.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
+    vacuum.add_argument(
+        "--retain",
+        metavar="DURATION",
+        help="keep what versions of this age read, e.g. 168h, 7d, 'interval 1 week' "
+        "(default: the table's delta.deletedFileRetentionDuration); below the table's "
+        "retention only with --force-short-retention",
+    )
+    vacuum.add_argument(
+        "--force-short-retention",
+        action="store_true",
+        help="allow --retain below the table's retention: time travel to older versions, and "
+        "writers in flight, may break",
+    )
+    vacuum.add_argument(
+        "--dry-run", action="store_true", help="list the files it would delete, delete nothing"
+    )
+    mode = vacuum.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--lite",
+        dest="mode",
+        action="store_const",
+        const="lite",
+        help="only the files of expired tombstones; reads the log, lists nothing (default)",
+    )
+    mode.add_argument(
+        "--full",
+        dest="mode",
+        action="store_const",
+        const="full",
+        help="also every unreferenced file under the table older than the retention",
+    )
+    vacuum.set_defaults(mode="lite")
+    _add_s3_options(vacuum)
+
+
+async def _vacuum(args: argparse.Namespace) -> int:
+    from rlcd.operations.vacuum import parse_retain, vacuum_table
+
+    retain_ms = None
+    if args.retain is not None:
+        try:
+            retain_ms = parse_retain(args.retain)
+        except ValueError as exc:
+            raise ConfigError(f"bad --retain: {exc}") from exc
+    async with _open(args) as store:
+        report = await vacuum_table(
+            store,
+            mode=args.mode,
+            retain_ms=retain_ms,
+            allow_short_retention=args.force_short_retention,
+            dry_run=args.dry_run,
+        )
+    for warning in report.warnings:
+        print(f"rlcd: warning: {warning}", file=sys.stderr)
+    for outside in report.outside:
+        print(
+            f"rlcd: {report.table}: not deleted: {outside.path}: {outside.reason}", file=sys.stderr
+        )
+    if args.dry_run:
+        for f in report.files:
+            print(f"  {f.key}")
+    size = human_bytes(report.bytes)
+    files = count(len(report.files) if args.dry_run else report.deleted, "file")
+    verb = "would delete" if args.dry_run else "deleted"
+    versions = (
+        f" (versions {report.start_version}-{report.end_version})"
+        if report.start_version is not None
+        else ""
+    )
+    print(f"{report.table}: {report.mode} vacuum {verb} {files}, {size}{versions}")
+    return EXIT_OK
 
 
 async def _delete(args: argparse.Namespace) -> int:
@@ -570,6 +658,7 @@ def _main(args: argparse.Namespace) -> int:
         "verify": lambda: _verify(args),
         "delete": lambda: _delete(args),
         "enable-dv": lambda: _enable_dv(args),
+        "vacuum": lambda: _vacuum(args),
     }
     daemon_handler = daemon_commands.HANDLERS.get(args.command)
     try:

@@ -3,8 +3,11 @@
 Rules (delta-protocol.md §1.9): the last ``protocol`` and ``metaData`` win; the last ``txn`` per
 appId and ``domainMetadata`` per domain win (``removed`` deletes the domain); live files are keyed
 by ``(path, DV unique id)``: an ``add`` replaces whatever add the path had, and a ``remove``
-removes the live file only when its key matches exactly. Tombstones themselves are not kept:
-rlcd never writes checkpoints, so it has no use for them.
+removes the live file only when its key matches exactly. Each remove is also kept as a
+tombstone under the same key until an add of that key replaces it (Spark's in-memory replay):
+vacuum reads their ``deletionTimestamp`` and DVs, and checkpoints carry them forward. The
+paths of ``cdc`` actions read since the checkpoint are kept too (checkpoints hold none), for
+vacuum's lite mode.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 
 from rlcd.delta.actions import (
     Action,
+    AddCdcFile,
     AddFile,
     CommitInfo,
     DomainMetadata,
@@ -48,6 +52,9 @@ class Snapshot:
     ``files`` maps the canonical path (:func:`canonical_path`) to the live add, in the order
     the paths first appeared in the log (the checkpoint's row order, then commit order).
     ``commit_info`` is the commitInfo of ``version`` itself when that commit was read, else None.
+    ``tombstones`` maps ``(canonical path, DV unique id)`` to the latest remove of that key that
+    no later add re-added (the checkpoint's and the commits'). ``cdc_files`` are the paths of
+    the change data files the commits read since the checkpoint (or the log's start) name.
     """
 
     table: str
@@ -58,6 +65,8 @@ class Snapshot:
     txns: Mapping[str, Txn] = field(default_factory=dict)
     domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
     commit_info: CommitInfo | None = None
+    tombstones: Mapping[tuple[str, str | None], RemoveFile] = field(default_factory=dict)
+    cdc_files: frozenset[str] = frozenset()
 
     @property
     def in_commit_timestamp(self) -> int | None:
@@ -76,6 +85,10 @@ class _Fold:
         self.txns: dict[str, Txn] = dict(base.txns) if base else {}
         self.domains: dict[str, DomainMetadata] = dict(base.domains) if base else {}
         self.commit_info: CommitInfo | None = None
+        self.tombstones: dict[tuple[str, str | None], RemoveFile] = (
+            dict(base.tombstones) if base else {}
+        )
+        self.cdc_files: set[str] = set(base.cdc_files) if base else set()
 
     def apply(self, version: int, actions: Sequence[Action], *, checkpoint: bool) -> None:
         if version <= self.version:
@@ -87,11 +100,14 @@ class _Fold:
         for action in actions:
             match action:
                 case AddFile():
-                    self.files[canonical_path(action.path)] = action
+                    key = canonical_path(action.path)
+                    self.files[key] = action
+                    self.tombstones.pop((key, action.dv_unique_id), None)
                 case RemoveFile():
+                    key = canonical_path(action.path)
+                    self.tombstones[key, action.dv_unique_id] = action
                     if checkpoint:
                         continue  # checkpoint tombstones never shadow a live add
-                    key = canonical_path(action.path)
                     live = self.files.get(key)
                     if live is not None and live.dv_unique_id == action.dv_unique_id:
                         del self.files[key]
@@ -106,11 +122,13 @@ class _Fold:
                         self.domains.pop(action.domain, None)
                     else:
                         self.domains[action.domain] = action
+                case AddCdcFile():
+                    self.cdc_files.add(action.path)
                 case CommitInfo():
                     if not checkpoint:
                         self.commit_info = action
                 case _:
-                    pass  # cdc, checkpoint-only and unknown actions do not change the state
+                    pass  # checkpoint-only and unknown actions do not change the state
 
     def snapshot(self) -> Snapshot:
         if self.protocol is None or self.metadata is None:
@@ -127,6 +145,8 @@ class _Fold:
             txns=self.txns,
             domains=self.domains,
             commit_info=self.commit_info,
+            tombstones=self.tombstones,
+            cdc_files=frozenset(self.cdc_files),
         )
 
 

@@ -7,9 +7,12 @@ a key the local backend cannot store).
 
 from __future__ import annotations
 
-from rlcd.errors import StorageError
+from collections.abc import Sequence
 
-__all__ = ("check_key", "check_prefix", "check_range")
+from rlcd.errors import StorageError
+from rlcd.storage.base import DELETE_BATCH
+
+__all__ = ("check_key", "check_prefix", "check_range", "check_batch")
 __pure__ = True
 
 _BAD_SEGMENTS = frozenset({"", ".", ".."})
@@ -48,3 +51,17 @@ def check_range(
     if first < 0 or (end is not None and end < first):
         raise StorageError(f"invalid range [{start}, {end})", operation=operation, key=key)
     return first, end
+
+
+def check_batch(operation: str, keys: Sequence[str]) -> None:
+    """Refuse a batch larger than S3's ``DeleteObjects`` takes, on every backend alike.
+
+    Raises:
+        StorageError: more than :data:`rlcd.storage.base.DELETE_BATCH` keys.
+    """
+    if len(keys) > DELETE_BATCH:
+        raise StorageError(
+            f"{len(keys)} keys in one batch, at most {DELETE_BATCH}",
+            operation=operation,
+            key=keys[0],
+        )

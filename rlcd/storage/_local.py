@@ -33,7 +33,7 @@ import anyio
 import anyio.to_thread
 
 from rlcd.errors import NotFoundError, StorageError
-from rlcd.storage._keys import check_key, check_prefix, check_range
+from rlcd.storage._keys import check_batch, check_key, check_prefix, check_range
 from rlcd.storage._multipart import MultipartWriter, Pieces
 from rlcd.storage.base import (
     MIN_PART_SIZE,
@@ -154,6 +154,18 @@ class LocalStore:
                 os.unlink(path)
 
         await self._run(unlink)
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        """One unlink per key, in one worker thread: a filesystem has no batch delete."""
+        check_batch("delete_many", keys)
+        paths = [(key, self._path("delete_many", key)) for key in keys]
+
+        def unlink_all() -> None:
+            for key, path in paths:
+                with _errors("delete_many", key), suppress(*_MISSING):
+                    os.unlink(path)
+
+        await self._run(unlink_all)
 
     def local_path(self, key: str) -> str:
         """The file holding ``key``, for readers that read local files natively (the

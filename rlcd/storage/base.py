@@ -10,7 +10,7 @@ malformed key (empty, absolute, or with an empty, ``.`` or ``..`` segment) with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,11 +25,15 @@ __all__ = (
     "ObjectStore",
     "MIN_PART_SIZE",
     "PendingUpload",
+    "DELETE_BATCH",
 )
 __pure__ = True
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 """S3's smallest multipart part (all but the last)."""
+
+DELETE_BATCH = 1000
+"""The most keys one :meth:`ObjectStore.delete_many` call takes (S3 ``DeleteObjects``' limit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +176,14 @@ class ObjectStore(Protocol):
 
     async def delete(self, key: str) -> None:
         """Remove the object; deleting a missing key succeeds."""
+        ...
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove up to :data:`DELETE_BATCH` objects in one request where the backend can;
+        missing keys succeed, as with :meth:`delete`. The call is idempotent, so it is retried
+        as a whole; when some keys still fail, the error names the first of them, and the
+        others may or may not be gone.
+        """
         ...
 
     def open_writer(self, key: str) -> ObjectWriter:

@@ -16,7 +16,7 @@ or written by the call.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Self
 
 from rlcd.storage.base import (
@@ -96,6 +96,10 @@ class MeteredStore:
     async def delete(self, key: str) -> None:
         self.count("delete")
         await self.inner.delete(key)
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        self.count("delete_many")
+        await self.inner.delete_many(keys)
 
     def open_writer(self, key: str) -> ObjectWriter:
         self.count("upload")

@@ -80,7 +80,7 @@ from rlcd.errors import (
     TransientStorageError,
 )
 from rlcd.storage._http1 import HttpPool, Origin
-from rlcd.storage._keys import check_key, check_prefix, check_range
+from rlcd.storage._keys import check_batch, check_key, check_prefix, check_range
 from rlcd.storage._multipart import MultipartWriter, Pieces
 from rlcd.storage._sigv4 import SigningKey, canonical_query, quote_key, sign
 from rlcd.storage.base import (
@@ -491,6 +491,33 @@ class S3Store:
                 pass  # S3 answers 204 anyway; some compatible stores say NoSuchKey
 
         await self._retry("delete", key, once)
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        """One ``DeleteObjects`` request (quiet: only failures come back); a retry sends only
+        the keys that failed. A per-key error is judged by its code like any other answer,
+        so ``SlowDown`` and ``InternalError`` are retried and ``AccessDenied`` is not."""
+        check_batch("delete_many", keys)
+        if not keys:
+            return
+        s3keys = {self._key("delete_many", key): key for key in keys}
+        remaining = list(s3keys)
+
+        async def once() -> None:
+            with _translate("delete_many", s3keys[remaining[0]]):
+                reply = await self._api("delete_many", keys[0]).delete_objects(
+                    Bucket=self._bucket,
+                    Delete={"Objects": [{"Key": k} for k in remaining], "Quiet": True},
+                )
+            failed = [e for e in reply.get("Errors", []) if e.get("Code") not in _NOT_FOUND_CODES]
+            remaining[:] = [str(e["Key"]) for e in failed]
+            if failed:
+                first = failed[0]
+                key = s3keys.get(first["Key"], str(first["Key"]))
+                more = f" (and {len(failed) - 1} more keys)" if len(failed) > 1 else ""
+                code = str(first.get("Code", ""))
+                raise _error(code, 200, str(first.get("Message", "")) + more, "delete_many", key)
+
+        await self._retry("delete_many", keys[0], once)
 
     def open_writer(self, key: str) -> MultipartWriter:
         self._key("open_writer", key)

@@ -78,6 +78,7 @@ OPERATIONS: dict[str, tuple[str, str, Callable[[ObjectStore], Awaitable[object]]
     "put_if_absent": ("PUT", "/t/fresh", lambda s: s.put_if_absent("fresh", b"x")),
     "delete": ("DELETE", "/t/obj", lambda s: s.delete("obj")),
     "list": ("GET", "list-type=2", listing),
+    "delete_many": ("POST", "delete", lambda s: s.delete_many(["obj", "other"])),
 }
 
 
@@ -148,6 +149,17 @@ async def test_client_errors_are_not_retried(store: ObjectStore, proxy: FaultPro
         await store.put("obj", b"x")
     assert not isinstance(info.value, TransientStorageError)
     assert proxy.count("PUT") - before == 1
+
+
+async def test_a_refused_batch_delete_names_its_first_key(
+    store: ObjectStore, proxy: FaultProxy
+) -> None:
+    """A 403 to DeleteObjects is final and names the operation and the batch's first key;
+    nothing was deleted."""
+    proxy.inject(Fault.FORBIDDEN, times=None, method="POST", contains="delete")
+    with pytest.raises(StorageError, match=r"delete_many obj: AccessDenied \(HTTP 403\)"):
+        await store.delete_many(["obj", "other"])
+    assert await listing(store) == ["obj"]
 
 
 async def test_conditional_conflict_is_retried(store: ObjectStore, proxy: FaultProxy) -> None:

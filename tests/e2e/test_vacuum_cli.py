@@ -1,0 +1,57 @@
+"""``rlcd vacuum`` as a user runs it: the dry run's listing, the retention guard, exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import rlcd
+from tests.integration.tables import delta_rs_rows, partitioned
+
+pytestmark = pytest.mark.e2e
+
+
+def _data_files(table: Path) -> set[str]:
+    return {
+        p.relative_to(table).as_posix()
+        for p in table.rglob("*.parquet")
+        if "_delta_log" not in p.parts
+    }
+
+
+def test_vacuum_after_compact(tmp_path: Path) -> None:
+    """After a compaction the table's retention keeps the sources (nothing to do); a shorter
+    --retain is refused (exit 2) unless forced; the dry run lists the sources and deletes
+    nothing; the forced run deletes them, warns, and the rows stay."""
+    partitioned(tmp_path)
+    assert rlcd("compact", str(tmp_path)).returncode == 0
+    sources = _data_files(tmp_path)
+    rows = delta_rs_rows(tmp_path)
+    kept = rlcd("vacuum", str(tmp_path))
+    assert kept.returncode == 0, kept.stderr
+    assert "lite vacuum deleted 0 files, 0 B" in kept.stdout
+    refused = rlcd("vacuum", str(tmp_path), "--retain", "0h", "--full")
+    assert refused.returncode == 2
+    assert "--force-short-retention" in refused.stderr
+    dry = rlcd("vacuum", str(tmp_path), "--retain", "0h", "--force-short-retention", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    listed = {line.strip() for line in dry.stdout.splitlines() if line.startswith("  ")}
+    assert len(listed) == 8 and listed < sources
+    assert "lite vacuum would delete 8 files" in dry.stdout
+    assert _data_files(tmp_path) == sources
+    done = rlcd("vacuum", str(tmp_path), "--retain=0h", "--force-short-retention", "--full")
+    assert done.returncode == 0, done.stderr
+    assert "full vacuum deleted 8 files" in done.stdout and "(versions 9-10)" in done.stdout
+    assert "warning: retention 0h below the table's 168h" in done.stderr
+    assert _data_files(tmp_path) == sources - listed
+    assert delta_rs_rows(tmp_path) == rows
+    assert rlcd("verify", str(tmp_path)).returncode == 0
+
+
+def test_a_bad_retain_is_a_usage_error(tmp_path: Path) -> None:
+    """--retain in months (no fixed length) or nonsense exits 2 naming the flag."""
+    partitioned(tmp_path)
+    for value in ("1 month", "soon"):
+        result = rlcd("vacuum", str(tmp_path), "--retain", value)
+        assert result.returncode == 2 and "bad --retain" in result.stderr, result.stderr

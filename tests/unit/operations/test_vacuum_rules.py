@@ -1,0 +1,263 @@
+"""Vacuum's rules: which keys a lite or full vacuum deletes given a snapshot, tombstones, a
+listing and the clock; and the retention syntax. Pure: literal actions, no store."""
+
+from __future__ import annotations
+
+import json
+from uuid import UUID
+
+import pytest
+
+from rlcd.delta.actions import AddFile, RemoveFile, parse_commit
+from rlcd.delta.dv import DeletionVectorDescriptor
+from rlcd.delta.replay import replay
+from rlcd.operations._vacuum_rules import (
+    Outside,
+    VacuumRules,
+    is_hidden,
+    parse_interval,
+    parse_retain,
+)
+
+ROOT = "s3://bucket/t"
+HOUR = 3_600_000
+NOW = 1_000 * HOUR
+DV = DeletionVectorDescriptor.for_file(
+    uuid=UUID(int=7), prefix="ab", offset=1, size_in_bytes=40, cardinality=2
+)
+DV_KEY = f"ab/deletion_vector_{UUID(int=7)}.bin"
+
+
+def _gone(path: str, *, at: int | None, dv: DeletionVectorDescriptor | None = None) -> RemoveFile:
+    return RemoveFile(path=path, deletion_timestamp=at, size=100, deletion_vector=dv)
+
+
+def _rules(
+    files: list[AddFile] = [],  # noqa: B006 - never mutated
+    tombstones: list[RemoveFile] = [],  # noqa: B006
+    *,
+    retention: int = 0,
+    partitions: tuple[str, ...] = (),
+) -> VacuumRules:
+    return VacuumRules.of(
+        ROOT,
+        partition_columns=partitions,
+        files=files,
+        tombstones=tombstones,
+        now_ms=NOW,
+        retention_ms=retention,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("interval 1 week", 7 * 24 * HOUR),
+        ("INTERVAL 2 days 12 hours", 60 * HOUR),
+        ("interval 30 minutes", HOUR // 2),
+        ("interval 0 seconds", 0),
+        ("1 day", 24 * HOUR),
+        ("interval 1 weeks", 7 * 24 * HOUR),
+        ("interval 500 milliseconds", 500),
+    ],
+)
+def test_delta_intervals_parse(text: str, ms: int) -> None:
+    """The property's interval syntax: optional ``interval``, any case, plural units, sums."""
+    assert parse_interval(text) == ms
+
+
+@pytest.mark.parametrize("text", ["interval 1 month", "interval 1 year", "", "week", "1 fortnight"])
+def test_intervals_without_a_fixed_length_are_refused(text: str) -> None:
+    """Months and years vary in length (Delta refuses them too); nonsense says what is wanted."""
+    with pytest.raises(ValueError, match=text or "interval"):
+        parse_interval(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("0h", 0), ("168h", 168 * HOUR), ("7d", 168 * HOUR), ("1d12h", 36 * HOUR), ("30m", HOUR // 2)],
+)
+def test_retain_takes_short_durations(text: str, ms: int) -> None:
+    """``--retain`` takes 0h, 168h, 7d, 1d12h, 30m (and Delta intervals)."""
+    assert parse_retain(text) == ms
+    assert parse_retain("interval 2 hours") == 2 * HOUR
+
+
+def test_a_tombstone_expires_strictly_before_the_cutoff() -> None:
+    """Deleted exactly at ``now - retention`` is still inside the window; a millisecond
+    earlier it is not; a tombstone without a timestamp counts as deleted at 0."""
+    on_edge = _gone("edge.parquet", at=NOW - HOUR)
+    before = _gone("before.parquet", at=NOW - HOUR - 1)
+    undated = _gone("undated.parquet", at=None)
+    rules = _rules([], [on_edge, before, undated], retention=HOUR)
+    assert rules.lite_candidates() == ["before.parquet", "undated.parquet"]
+    assert "edge.parquet" in rules.valid
+
+
+def test_a_live_file_is_never_a_candidate_even_with_an_expired_tombstone() -> None:
+    """A DV update removes (path, old DV) and adds (path, new DV): the data file stays, the old
+    DV file goes, the new one stays."""
+    live = AddFile(path="p.parquet", size=100, deletion_vector=DV)
+    old_dv = DeletionVectorDescriptor.for_file(
+        uuid=UUID(int=8), offset=1, size_in_bytes=40, cardinality=1
+    )
+    rules = _rules([live], [_gone("p.parquet", at=0, dv=old_dv)])
+    assert rules.lite_candidates() == [f"deletion_vector_{UUID(int=8)}.bin"]
+    assert {"p.parquet", DV_KEY} <= rules.valid
+
+
+def test_a_dv_file_is_found_from_its_descriptor() -> None:
+    """A ``u`` DV's file is ``<prefix>/deletion_vector_<uuid>.bin`` under the table root; a
+    ``p`` DV's is its absolute path, used when it lies under the root."""
+    absolute = DeletionVectorDescriptor(
+        storage_type="p",
+        path_or_inline_dv=f"{ROOT}/dv/deletion_vector_x%20y.bin",
+        size_in_bytes=40,
+        cardinality=1,
+        offset=1,
+    )
+    rules = _rules([], [_gone("a.parquet", at=0, dv=DV), _gone("b.parquet", at=0, dv=absolute)])
+    assert rules.lite_candidates() == [
+        "a.parquet",
+        DV_KEY,
+        "b.parquet",
+        "dv/deletion_vector_x y.bin",
+    ]
+
+
+def test_a_dv_file_shared_with_a_live_file_stays() -> None:
+    """One DV file can hold the DVs of several files: it goes only when no valid one uses it."""
+    live = AddFile(path="live.parquet", size=1, deletion_vector=DV)
+    rules = _rules([live], [_gone("gone.parquet", at=0, dv=DV)])
+    assert rules.lite_candidates() == ["gone.parquet"]
+
+
+def test_full_mode_keeps_young_unreferenced_files() -> None:
+    """A writer in flight has written files no commit names yet: younger than the cutoff,
+    they stay; older ones go."""
+    rules = _rules([], [], retention=HOUR)
+    assert rules.listed("old.parquet", NOW - HOUR - 1)
+    assert not rules.listed("young.parquet", NOW - HOUR)
+    assert not rules.listed("young.parquet", NOW)
+
+
+def test_full_mode_keeps_what_a_version_in_the_window_reads() -> None:
+    """Live files, their DV files and unexpired tombstones are kept whatever their age."""
+    rules = _rules(
+        [AddFile(path="x=1/live.parquet", size=1, deletion_vector=DV)],
+        [_gone("recent.parquet", at=NOW - 1), _gone("old.parquet", at=0)],
+        retention=HOUR,
+    )
+    for key in ("x=1/live.parquet", DV_KEY, "recent.parquet"):
+        assert not rules.listed(key, 0), key
+    assert rules.listed("old.parquet", 0)
+
+
+@pytest.mark.parametrize(
+    ("key", "hidden"),
+    [
+        ("_delta_log/00000000000000000000.json", True),
+        ("_delta_log/_sidecars/a.parquet", True),
+        ("_rlcd/staging/x.parquet", True),
+        ("x=1/.part-0.parquet.crc", True),
+        ("_SUCCESS", True),
+        ("metadata/v1.json", True),
+        ("a/_tmp/b.parquet", True),
+        ("_change_data/cdc-0.parquet", False),
+        ("_delta_index/x", False),
+        ("_p=1/part-0.parquet", False),
+        ("x=1/part-0.parquet", False),
+        ("deletion_vector_0.bin", False),
+    ],
+)
+def test_hidden_paths_follow_spark(key: str, hidden: bool) -> None:
+    """Spark's rule, on every segment: ``_``/``.`` names and ``metadata`` are hidden, but not
+    ``_change_data``, ``_delta_index`` nor a partition folder of a column named ``_p``."""
+    assert is_hidden(key, ["_p"]) is hidden
+    rules = _rules(partitions=("_p",))
+    assert rules.listed(key, 0) is not hidden
+
+
+def test_paths_outside_the_root_are_reported_never_deleted() -> None:
+    """An absolute path elsewhere and a relative one climbing out with ``..`` are reported;
+    the rest of the tombstones are still vacuumed."""
+    rules = _rules(
+        [],
+        [
+            _gone("s3://other/t/a.parquet", at=0),
+            _gone("../sibling/b.parquet", at=0),
+            _gone("x/%2E%2E/c.parquet", at=0),
+            _gone(f"{ROOT}/ok.parquet", at=0),
+        ],
+    )
+    assert rules.lite_candidates() == ["ok.parquet"]
+    assert [o.path for o in rules.outside()] == [
+        "s3://other/t/a.parquet",
+        "../sibling/b.parquet",
+        "x/%2E%2E/c.parquet",
+    ]
+    assert all(isinstance(o, Outside) and o.reason for o in rules.outside())
+
+
+def test_a_live_file_outside_the_root_is_not_reported() -> None:
+    """A live file elsewhere (a shallow clone's) is no key of the table: neither kept nor
+    reported; only expired tombstones' paths are."""
+    rules = _rules([AddFile(path="s3://other/a.parquet", size=1)], [])
+    assert rules.outside() == [] and rules.valid == frozenset()
+
+
+def test_lite_mode_takes_change_data_files_unless_a_version_reads_them() -> None:
+    """The ``cdc`` files the commits named are lite candidates (their age is judged once
+    headed), as Spark's lite mode deletes old ``_change_data`` files; one outside the table is
+    not."""
+    rules = VacuumRules.of(
+        ROOT,
+        partition_columns=(),
+        files=[],
+        tombstones=[_gone("a.parquet", at=0)],
+        now_ms=NOW,
+        retention_ms=0,
+        cdc_files=["_change_data/cdc-1.parquet", "s3://other/cdc-2.parquet"],
+    )
+    assert rules.lite_candidates() == ["a.parquet", "_change_data/cdc-1.parquet"]
+    assert not rules.listed("_change_data/cdc-1.parquet", NOW)
+
+
+def test_candidates_are_unique() -> None:
+    """A path removed twice (once per DV) is one candidate, and so is a shared DV file."""
+    rules = _rules(
+        [], [_gone("a.parquet", at=0), _gone("a.parquet", at=1, dv=DV), _gone("b", at=2, dv=DV)]
+    )
+    assert rules.lite_candidates() == ["a.parquet", DV_KEY, "b"]
+
+
+def _line(kind: str, body: dict[str, object]) -> bytes:
+    return json.dumps({kind: body}).encode() + b"\n"
+
+
+def test_replay_keeps_tombstones_until_the_key_is_added_again() -> None:
+    """Removes become tombstones keyed by (path, DV id), from checkpoints and commits; an add of
+    the same key drops the tombstone; a remove's deletionTimestamp and DV are kept; the paths
+    of cdc actions are kept too."""
+    setup = _line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}) + _line(
+        "metaData", {"id": "t", "format": {"provider": "parquet"}, "partitionColumns": []}
+    )
+    checkpoint = parse_commit(
+        setup + _line("remove", {"path": "old.parquet", "deletionTimestamp": 5})
+    )
+    c1 = parse_commit(
+        _line("add", {"path": "a.parquet", "size": 1, "modificationTime": 0, "dataChange": True})
+        + _line("remove", {"path": "b.parquet", "deletionTimestamp": 7})
+    )
+    c2 = parse_commit(
+        _line("remove", {"path": "a.parquet", "deletionTimestamp": 9})
+        + _line("add", {"path": "b.parquet", "size": 1, "modificationTime": 0, "dataChange": True})
+        + _line("cdc", {"path": "_change_data/c.parquet", "size": 1, "dataChange": False})
+    )
+    snap = replay("t", [(1, c1), (2, c2)], checkpoint=(0, checkpoint))
+    assert {k: t.deletion_timestamp for k, t in snap.tombstones.items()} == {
+        ("old.parquet", None): 5,
+        ("a.parquet", None): 9,
+    }
+    assert list(snap.files) == ["b.parquet"]
+    assert snap.cdc_files == {"_change_data/c.parquet"}
