@@ -26,6 +26,7 @@ from rlcd.parquet._thrift import (
     I32,
     I64,
     LIST,
+    STOP,
     STRUCT,
     TRUE,
     Drop,
@@ -33,6 +34,7 @@ from rlcd.parquet._thrift import (
     FieldSpan,
     collection,
     read_integer,
+    skip,
     struct_fields,
     struct_list,
 )
@@ -242,28 +244,59 @@ def _kind_fits(kind: int, expected: int) -> bool:
     return kind == expected or (expected == BOOL and kind == FALSE)
 
 
-def unknown_fields(data: bytes, struct: str, pos: int = 0) -> list[str]:
+def unknown_fields(
+    data: bytes, struct: str, pos: int = 0, *, unwalked: frozenset[int] = frozenset()
+) -> list[str]:
     """The fields of the ``struct`` at ``pos`` (and of what it contains) that :data:`STRUCTS`
     does not know, or knows with another type, each as a dotted path; empty when all are
-    known.
+    known. The values of the struct's fields in ``unwalked`` are skipped, not checked.
 
     Raises:
         ValueError: the bytes are not a compact struct.
     """
     found: list[str] = []
+    try:
+        _walk(data, pos, struct, struct, found, unwalked)
+    except IndexError:
+        raise ValueError(f"a struct runs past the end of its {len(data)} bytes") from None
+    return found
+
+
+def _walk(
+    data: bytes, pos: int, struct: str, path: str, found: list[str], unwalked: frozenset[int]
+) -> int:
+    """Check the ``struct`` at ``pos`` in one pass, adding what is unknown to ``found``;
+    the position after it."""
     known = STRUCTS[struct]
-    for field_id, kind, _, value, _ in struct_fields(data, pos):
+    field_id = 0
+    while True:
+        header = data[pos]
+        pos += 1
+        if header == STOP:
+            return pos
+        kind, delta = header & 0x0F, header >> 4
+        if delta:
+            field_id += delta
+        else:
+            field_id, pos = read_integer(data, pos)
         field = known.get(field_id)
         if field is None or not _kind_fits(kind, field.kind):
-            found.append(f"{struct}.{field_id}")
+            found.append(f"{path}.{field_id}")
+        elif field_id in unwalked:
+            pass
         elif kind == STRUCT and isinstance(field.of, str):
-            found += (f"{struct}.{path}" for path in unknown_fields(data, field.of, value))
-        elif kind == LIST and isinstance(field.of, str):
-            for element in struct_list(data, value)[0]:
-                found += (f"{struct}.{field.name}[].{p}" for p in unknown_fields(element, field.of))
-        elif kind == LIST and collection(data, value)[0] != field.of:
-            found.append(f"{struct}.{field.name}[]")
-    return found
+            pos = _walk(data, pos, field.of, f"{path}.{field.name}", found, frozenset())
+            continue
+        elif kind == LIST:
+            element, size, at = collection(data, pos)
+            if isinstance(field.of, str) and element == STRUCT:
+                for _ in range(size):
+                    at = _walk(data, at, field.of, f"{path}.{field.name}[]", found, frozenset())
+                pos = at
+                continue
+            if element != field.of:
+                found.append(f"{path}.{field.name}[]")
+        pos = skip(data, pos, kind)
 
 
 def spans(data: bytes, pos: int = 0) -> dict[int, FieldSpan]:

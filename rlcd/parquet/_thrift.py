@@ -24,6 +24,7 @@ __all__ = (
     "integer",
     "list_header",
     "collection",
+    "skip",
     "read_integer",
     "struct_list",
 )
@@ -108,6 +109,19 @@ def collection(data: bytes, pos: int) -> tuple[int, int, int]:
     if size == 15:
         size, pos = _read_varint(data, pos)
     return header & 0x0F, size, pos
+
+
+def skip(data: bytes, pos: int, kind: int) -> int:
+    """The position after the value of type ``kind`` at ``pos`` (a boolean field's value is
+    in its header: none to skip).
+
+    Raises:
+        IndexError: the bytes end inside the value.
+        ValueError: ``kind`` is not a compact type of Parquet's footer.
+    """
+    if kind in (TRUE, FALSE):
+        return pos
+    return _skip(data, pos, kind)
 
 
 def _skip(data: bytes, pos: int, kind: int) -> int:
