@@ -15,7 +15,10 @@ a row group is copied only when all of these hold, and is otherwise re-encoded w
   the whole source, inside a row group only that row group;
 - the source's Parquet schema equals the output's: every field of every schema element
   (types, logical and converted types, repetition, field ids, names; the root's name aside)
-  and the column orders (statistics are read by them);
+  and the column orders. Copied statistics are read under the output's column orders and
+  ``created_by``; a writer that records column orders postdates the statistics bugs readers
+  work around by writer version (PARQUET-251, PARQUET-1025), so requiring equal orders also
+  keeps those files out;
 - its column chunks lie in the file, one after another (``_format.row_group_span``);
 - it holds at least ``min_copy_row_group`` compressed bytes: a streaming writer's small row
   groups are merged into full ones by re-encoding instead.
