@@ -24,6 +24,12 @@ from typing import Final
 
 import pyarrow as pa
 
+from rlcd.parquet._format import (
+    FILE_NUM_ROWS,
+    FILE_ROW_GROUPS,
+    GROUP_COLUMNS,
+    row_group_edits,
+)
 from rlcd.parquet._thrift import (
     STOP,
     STRUCT,
@@ -41,17 +47,7 @@ from rlcd.parquet.footer import MAGIC, footer_span
 __all__ = ("SplicedFile",)
 __pure__ = True
 
-# Parquet's thrift field ids (parquet.thrift)
-_FILE_NUM_ROWS: Final = 3
-_FILE_ROW_GROUPS: Final = 4
-_GROUP_COLUMNS: Final = 1
 _GROUP_SIZES: Final = (2, 6)  # total (uncompressed) byte size, total compressed size
-_GROUP_FILE_OFFSET: Final = 5
-_GROUP_ORDINAL: Final = 7
-_CHUNK_FILE_OFFSET: Final = 2  # deprecated; 0 (unset) is what Arrow writes, and stays 0
-_CHUNK_META: Final = 3
-_CHUNK_INDEX_OFFSETS: Final = (4, 6)  # offset index, column index
-_META_OFFSETS: Final = (9, 10, 11, 14)  # data page, index page, dictionary page, bloom filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +78,7 @@ def _row_group_at(footer: bytes) -> tuple[FieldSpan, FieldSpan, int]:
     """A one-row-group footer's row count and row groups fields, and where its row group
     starts."""
     spans = {span[0]: span for span in struct_fields(footer)}
-    rows, groups = spans.get(_FILE_NUM_ROWS), spans.get(_FILE_ROW_GROUPS)
+    rows, groups = spans.get(FILE_NUM_ROWS), spans.get(FILE_ROW_GROUPS)
     if rows is None or groups is None or rows[4] != groups[2]:
         raise ValueError("a row group's footer has no row count followed by row groups")
     one = list_header(STRUCT, 1)
@@ -103,7 +99,7 @@ def _footer(file: pa.Buffer) -> tuple[bytes, int]:
 
 def _chunk_count(group: bytes) -> int:
     for field, _, _, value, _ in struct_fields(group):
-        if field == _GROUP_COLUMNS:
+        if field == GROUP_COLUMNS:
             return len(struct_list(group, value)[0])
     return 0
 
@@ -116,14 +112,14 @@ def _merged(groups: list[bytes]) -> tuple[bytes, int]:
     sizes = dict.fromkeys(_GROUP_SIZES, 0)
     for group in groups:
         for field, _, _, value, _ in struct_fields(group):
-            if field == _GROUP_COLUMNS:
+            if field == GROUP_COLUMNS:
                 chunks.extend(struct_list(group, value)[0])
             elif field in sizes:
                 sizes[field] += read_integer(group, value)[0]
     first = groups[0]
     out: list[bytes] = []
     for field, _, start, value, end in struct_fields(first):
-        if field == _GROUP_COLUMNS:
+        if field == GROUP_COLUMNS:
             out += (first[start:value], list_header(STRUCT, len(chunks)), *chunks)
         elif field in sizes:
             out += (first[start:value], integer(sizes[field]))
@@ -207,23 +203,7 @@ class SplicedFile:
     def _edits(self, position: int) -> Edits:
         """What moves in the metadata of the next row group (or part) written at
         ``position``: its offsets, by where it now starts, and its ordinal."""
-        delta = position - len(MAGIC)
-        ordinal = len(self._row_groups)
-
-        def moved(offset: int) -> int:
-            return offset + delta
-
-        meta: Edits = dict.fromkeys(_META_OFFSETS, moved)
-        chunk: Edits = {
-            _CHUNK_FILE_OFFSET: lambda offset: offset and moved(offset),
-            _CHUNK_META: meta,
-            **dict.fromkeys(_CHUNK_INDEX_OFFSETS, moved),
-        }
-        return {
-            _GROUP_COLUMNS: chunk,
-            _GROUP_FILE_OFFSET: moved,
-            _GROUP_ORDINAL: lambda _: ordinal,
-        }
+        return row_group_edits(position - len(MAGIC), len(self._row_groups), drop_indexes=False)
 
     def footer(self) -> bytes:
         """The footer, its length and the closing magic: the file's last bytes.

@@ -12,15 +12,19 @@ a footer of a few KiB takes well under a millisecond.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from enum import Enum
 from typing import Final, TypeAlias
 
 __all__ = (
+    "Drop",
     "Edits",
     "FieldSpan",
     "struct_fields",
     "edit_struct",
     "integer",
     "list_header",
+    "collection",
+    "skip",
     "read_integer",
     "struct_list",
 )
@@ -41,9 +45,17 @@ MAP: Final = 11
 STRUCT: Final = 12
 _INTEGERS: Final = frozenset((I16, I32, I64))
 
-Edits: TypeAlias = Mapping[int, "Callable[[int], int] | Edits"]
-"""Per field id: a function from an integer field's value to its new one, or the edits of a
-struct field (also applied to every element of a list or set of structs)."""
+
+class Drop(Enum):
+    """The edit that removes a field, value and all, from its struct."""
+
+    FIELD = "drop"
+
+
+Edits: TypeAlias = Mapping[int, "Callable[[int], int] | Edits | Drop"]
+"""Per field id: a function from an integer field's value to its new one, the edits of a
+struct field (also applied to every element of a list or set of structs), or
+:attr:`Drop.FIELD`."""
 
 FieldSpan: TypeAlias = tuple[int, int, int, int, int]
 """A field as it lies in the bytes: its id, compact type, and where its header starts, its
@@ -89,7 +101,7 @@ def list_header(element: int, size: int) -> bytes:
     return bytes((0xF0 | element,)) + _varint(size)
 
 
-def _collection(data: bytes, pos: int) -> tuple[int, int, int]:
+def collection(data: bytes, pos: int) -> tuple[int, int, int]:
     """A list or set header at ``pos``: its element type, size, and where the elements start."""
     header = data[pos]
     size = header >> 4
@@ -97,6 +109,19 @@ def _collection(data: bytes, pos: int) -> tuple[int, int, int]:
     if size == 15:
         size, pos = _read_varint(data, pos)
     return header & 0x0F, size, pos
+
+
+def skip(data: bytes, pos: int, kind: int) -> int:
+    """The position after the value of type ``kind`` at ``pos`` (a boolean field's value is
+    in its header: none to skip).
+
+    Raises:
+        IndexError: the bytes end inside the value.
+        ValueError: ``kind`` is not a compact type of Parquet's footer.
+    """
+    if kind in (TRUE, FALSE):
+        return pos
+    return _skip(data, pos, kind)
 
 
 def _skip(data: bytes, pos: int, kind: int) -> int:
@@ -111,7 +136,7 @@ def _skip(data: bytes, pos: int, kind: int) -> int:
     if kind == STRUCT:
         return _skip_struct(data, pos)
     if kind in (LIST, SET):
-        element, size, pos = _collection(data, pos)
+        element, size, pos = collection(data, pos)
         if element in _INTEGERS:
             for _ in range(size):
                 while data[pos] & 0x80:
@@ -161,7 +186,7 @@ def struct_list(data: bytes, pos: int) -> tuple[list[bytes], int]:
         ValueError: the list's elements are not structs, or the bytes end inside it.
     """
     try:
-        element, size, pos = _collection(data, pos)
+        element, size, pos = collection(data, pos)
         if element != STRUCT:
             raise ValueError(f"a list of compact type {element} at byte {pos}, not of structs")
         structs = []
@@ -204,8 +229,18 @@ def struct_fields(data: bytes, pos: int = 0) -> Iterator[FieldSpan]:
         raise ValueError(f"a struct runs past the end of its {len(data)} bytes") from None
 
 
+def _field_header(field: int, kind: int, last: int) -> bytes:
+    """The header of ``field`` of type ``kind`` written after field ``last``."""
+    if 0 < field - last <= 15:
+        return bytes(((field - last) << 4 | kind,))
+    return bytes((kind,)) + integer(field)
+
+
 def edit_struct(data: bytes, pos: int, edits: Edits) -> tuple[bytes, int]:
     """The struct at ``pos`` with ``edits`` applied, and the position after the original.
+
+    A field's header counts its id from the field before it, so the headers after a dropped
+    field are written anew; every other byte is kept as it was.
 
     Raises:
         ValueError: an edited field is not an integer or a struct (or list of structs), or the
@@ -213,9 +248,11 @@ def edit_struct(data: bytes, pos: int, edits: Edits) -> tuple[bytes, int]:
     """
     out: list[bytes] = []
     copied = pos
-    field = 0
+    field = last = 0
+    dropped = False
     try:
         while True:
+            start = pos
             header = data[pos]
             pos += 1
             if header == STOP:
@@ -226,9 +263,18 @@ def edit_struct(data: bytes, pos: int, edits: Edits) -> tuple[bytes, int]:
                 field += delta
             else:
                 field, pos = read_integer(data, pos)
+            edit = edits.get(field)
+            if edit is Drop.FIELD:
+                out.append(data[copied:start])
+                copied = pos = pos if kind in (TRUE, FALSE) else _skip(data, pos, kind)
+                dropped = True
+                continue
+            if dropped:
+                out += (data[copied:start], _field_header(field, kind, last))
+                copied = pos
+            last = field
             if kind in (TRUE, FALSE):
                 continue
-            edit = edits.get(field)
             if edit is None:
                 pos = _skip(data, pos, kind)
                 continue
@@ -259,7 +305,7 @@ def _edit_value(
         out.append(edited)
         return end
     if kind in (LIST, SET):
-        element, size, at = _collection(data, pos)
+        element, size, at = collection(data, pos)
         if element != STRUCT:
             raise ValueError(f"field {field} is a list of type {element}, not of structs")
         out.append(data[pos:at])

@@ -1,0 +1,318 @@
+"""Which row groups of a bin's sources are copied byte for byte and which are re-encoded
+(pure: footers in, a plan out).
+
+Theory of operation (issue 39, "the copy path"). Re-encoding a well-formed row group costs a
+decode and an encode and gives back the same rows; copying its column chunks as they are and
+moving the offsets in its footer entry gives a file every reader reads the same. That holds
+only for a row group whose bytes mean, inside the output, what they meant in their source, so
+a row group is copied only when all of these hold, and is otherwise re-encoded with the first
+:class:`Reason` that fails:
+
+- the caller says the source has no deletion vector (its dead rows must go);
+- its footer is plaintext Parquet: no encryption algorithm or signing key, no column crypto;
+- every footer field is one ``_format.STRUCTS`` knows (a field added to parquet.thrift later
+  could hold an offset this code would not move): an unknown field at the file's level takes
+  the whole source, inside a row group only that row group;
+- the source's Parquet schema equals the output's: every field of every schema element
+  (types, logical and converted types, repetition, field ids, names; the root's name aside)
+  and the column orders. Copied statistics are read under the output's column orders and
+  ``created_by``; a writer that records column orders postdates the statistics bugs readers
+  work around by writer version (PARQUET-251, PARQUET-1025), so requiring equal orders also
+  keeps those files out;
+- its column chunks lie in the file, one after another (``_format.row_group_span``);
+- it holds at least ``min_copy_row_group`` compressed bytes: a streaming writer's small row
+  groups are merged into full ones by re-encoding instead.
+
+Row groups to re-encode that follow each other are grouped into one :class:`Reencode` step,
+which the writer turns into full row groups; every source's rows stay one run in write order,
+since the steps follow the sources' order and each source's row groups in theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, TypeAlias
+
+from rlcd.parquet._format import (
+    CHUNK_ENCRYPTION,
+    FILE_COLUMN_ORDERS,
+    FILE_ENCRYPTION,
+    FILE_ROW_GROUPS,
+    GROUP_COLUMNS,
+    GROUP_COMPRESSED_SIZE,
+    GROUP_NUM_ROWS,
+    SCHEMA_NAME,
+    integer_field,
+    row_group_span,
+    spans,
+    unknown_fields,
+)
+from rlcd.parquet._thrift import struct_list
+from rlcd.parquet.footer import MAGIC
+
+__all__ = (
+    "DEFAULT_MIN_COPY_ROW_GROUP",
+    "Reason",
+    "Source",
+    "OutputSchema",
+    "Choice",
+    "Copy",
+    "Run",
+    "Reencode",
+    "Step",
+    "CopyPlan",
+    "metadata",
+    "plan_copy",
+)
+__pure__ = True
+
+DEFAULT_MIN_COPY_ROW_GROUP: Final = 4 * 1024 * 1024
+"""Compressed bytes a row group needs to be copied; provisional until phase 2 measures it."""
+
+
+class Reason(StrEnum):
+    """Why a row group is re-encoded (stable codes, for logs and reports)."""
+
+    DELETION_VECTOR = "deletion_vector"
+    ENCRYPTED = "encrypted"
+    UNKNOWN_FIELD = "unknown_field"
+    SCHEMA = "schema_differs"
+    LAYOUT = "layout"
+    SMALL = "small_row_group"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One source file of the bin: its footer as ``footer.footer_span`` measures it (the
+    metadata, its length and the magic) and whether a deletion vector applies to it."""
+
+    footer: bytes
+    has_deletion_vector: bool
+
+
+def metadata(footer: bytes) -> bytes:
+    """The thrift ``FileMetaData`` of a footer span (its metadata, length and magic).
+
+    Raises:
+        ValueError: the span does not end in a length and the magic that fit it.
+    """
+    if len(footer) < 8 or footer[-4:] != MAGIC:
+        raise ValueError("a footer does not end in the Parquet magic PAR1")
+    length = int.from_bytes(footer[-8:-4], "little")
+    if length != len(footer) - 8:
+        raise ValueError(f"a footer of {len(footer) - 8} bytes says it holds {length}")
+    return footer[:-8]
+
+
+_Element: TypeAlias = tuple[tuple[int, int, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """A Parquet schema as equality sees it: each schema element's fields (id, compact type,
+    value bytes) by id, the root's name left out, and the column orders' bytes (None when
+    absent)."""
+
+    elements: tuple[_Element, ...]
+    column_orders: bytes | None
+
+    @classmethod
+    def of(cls, footer: bytes) -> OutputSchema:
+        """The schema of a footer span, e.g. of an empty file written by the output's writer.
+
+        Raises:
+            ValueError: the footer does not parse.
+        """
+        return cls.of_metadata(metadata(footer))
+
+    @classmethod
+    def of_metadata(cls, meta: bytes) -> OutputSchema:
+        """The schema of a thrift ``FileMetaData``.
+
+        Raises:
+            ValueError: it does not parse or has no schema.
+        """
+        fields = spans(meta)
+        if 2 not in fields:
+            raise ValueError("a footer has no schema")
+        elements = tuple(
+            tuple(
+                sorted(
+                    (field, kind, element[value:end])
+                    for field, kind, _, value, end in spans(element).values()
+                    if index or field != SCHEMA_NAME
+                )
+            )
+            for index, element in enumerate(struct_list(meta, fields[2][3])[0])
+        )
+        orders = fields.get(FILE_COLUMN_ORDERS)
+        return cls(elements, None if orders is None else meta[orders[3] : orders[4]])
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The decision for row group ``row_group`` of source ``source``: copied when ``reason``
+    is None; ``detail`` says more about the reason (the unknown field, the layout)."""
+
+    source: int
+    row_group: int
+    rows: int
+    size: int
+    reason: Reason | None
+    detail: str = ""
+
+    @property
+    def copy(self) -> bool:
+        """Whether the row group is copied as it is."""
+        return self.reason is None
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """Copy the bytes ``[start, stop)`` of source ``source``: its row group ``row_group``,
+    whose footer entry is the thrift ``RowGroup`` struct ``group``."""
+
+    source: int
+    row_group: int
+    rows: int
+    start: int
+    stop: int
+    group: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Row groups ``[first, stop)`` of source ``source``, holding ``rows`` rows."""
+
+    source: int
+    first: int
+    stop: int
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reencode:
+    """Re-encode the rows of ``runs``, in order, into full row groups of their own."""
+
+    runs: tuple[Run, ...]
+
+    @property
+    def rows(self) -> int:
+        """The rows of the step's sources (before any deletion vector applies)."""
+        return sum(run.rows for run in self.runs)
+
+
+Step: TypeAlias = Copy | Reencode
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPlan:
+    """Every row group's :class:`Choice`, in write order, and the steps that write the output
+    in that order; no two :class:`Reencode` steps follow each other (they would be one)."""
+
+    choices: tuple[Choice, ...]
+    steps: tuple[Step, ...]
+
+    def __post_init__(self) -> None:
+        for before, after in zip(self.steps, self.steps[1:], strict=False):
+            if isinstance(before, Reencode) and isinstance(after, Reencode):
+                raise ValueError("two re-encode steps follow each other")
+
+
+def _file_reason(source: Source, meta: bytes, output: OutputSchema) -> tuple[Reason, str] | None:
+    """Why none of the source's row groups may be copied, if so."""
+    if source.has_deletion_vector:
+        return Reason.DELETION_VECTOR, ""
+    fields = spans(meta)
+    if fields.keys() & set(FILE_ENCRYPTION):
+        return Reason.ENCRYPTED, "FileMetaData"
+    unknown = unknown_fields(meta, "FileMetaData", unwalked=frozenset((FILE_ROW_GROUPS,)))
+    if unknown:
+        return Reason.UNKNOWN_FIELD, ", ".join(unknown)
+    if OutputSchema.of_metadata(meta) != output:
+        return Reason.SCHEMA, ""
+    return None
+
+
+def _group_reason(
+    group: bytes, min_copy_row_group: int
+) -> tuple[int, tuple[int, int] | None, Reason | None, str]:
+    """A row group's compressed size, where its chunks lie if it may be copied, and else why
+    not."""
+    fields = spans(group)
+    chunks = struct_list(group, fields[GROUP_COLUMNS][3])[0] if GROUP_COLUMNS in fields else []
+    size = integer_field(group, fields, GROUP_COMPRESSED_SIZE) or 0
+    if any(spans(chunk).keys() & set(CHUNK_ENCRYPTION) for chunk in chunks):
+        return size, None, Reason.ENCRYPTED, "ColumnChunk"
+    unknown = unknown_fields(group, "RowGroup")
+    if unknown:
+        return size, None, Reason.UNKNOWN_FIELD, ", ".join(unknown)
+    try:
+        start, stop = row_group_span(group)
+    except ValueError as exc:
+        return size, None, Reason.LAYOUT, str(exc)
+    if stop - start < min_copy_row_group:
+        return stop - start, None, Reason.SMALL, f"{stop - start} < {min_copy_row_group} bytes"
+    return stop - start, (start, stop), None, ""
+
+
+def plan_copy(
+    sources: Sequence[Source],
+    output: OutputSchema,
+    min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP,
+) -> CopyPlan:
+    """Decide, per row group of ``sources`` (in write order), copy or re-encode, and the
+    steps that write the output (see the module docstring).
+
+    Args:
+        sources: the bin's sources in write order.
+        output: the Parquet schema the output is written with.
+        min_copy_row_group: the least compressed bytes of a row group worth copying.
+
+    Raises:
+        ValueError: a footer does not parse (a corrupt file: the bin cannot proceed).
+    """
+    choices: list[Choice] = []
+    steps: list[Step] = []
+    for index, source in enumerate(sources):
+        meta = metadata(source.footer)
+        fields = spans(meta)
+        if FILE_ROW_GROUPS not in fields:
+            raise ValueError(f"source {index}'s footer has no row groups")
+        groups = struct_list(meta, fields[FILE_ROW_GROUPS][3])[0]
+        whole = _file_reason(source, meta, output)
+        for number, group in enumerate(groups):
+            rows = integer_field(group, spans(group), GROUP_NUM_ROWS)
+            if rows is None:
+                raise ValueError(f"source {index}'s row group {number} has no row count")
+            size, span, reason, detail = _group_reason(group, min_copy_row_group)
+            if whole is not None:
+                span, (reason, detail) = None, whole
+            choices.append(Choice(index, number, rows, size, reason, detail))
+            if span is not None:
+                steps.append(Copy(index, number, rows, *span, group))
+            else:
+                steps.append(Reencode((Run(index, number, number + 1, rows),)))
+    return CopyPlan(tuple(choices), _merged(steps))
+
+
+def _merged(steps: list[Step]) -> tuple[Step, ...]:
+    """``steps`` with re-encode steps that follow each other joined, and a source's row
+    groups that follow each other within one step joined into one run."""
+    out: list[Step] = []
+    for step in steps:
+        last = out[-1] if out else None
+        if not (isinstance(step, Reencode) and isinstance(last, Reencode)):
+            out.append(step)
+            continue
+        runs = list(last.runs)
+        for run in step.runs:
+            tail = runs[-1]
+            if tail.source == run.source and tail.stop == run.first:
+                runs[-1] = Run(tail.source, tail.first, run.stop, tail.rows + run.rows)
+            else:
+                runs.append(run)
+        out[-1] = Reencode(tuple(runs))
+    return tuple(out)
