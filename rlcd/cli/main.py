@@ -241,7 +241,10 @@ def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
         "IN, IS [NOT] NULL, AND, OR, NOT over data and partition columns)",
     )
     delete.add_argument(
-        "--dry-run", action="store_true", help="print the files and rows it would delete"
+        "--dry-run",
+        action="store_true",
+        help="print the files and rows it would delete (also on a table rlcd enable-dv has "
+        "not upgraded yet)",
     )
     _add_s3_options(delete)
     enable = sub.add_parser(
@@ -260,7 +263,7 @@ def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
 
 async def _delete(args: argparse.Namespace) -> int:
     from rlcd.errors import ConcurrentModificationError
-    from rlcd.operations.delete import delete_where
+    from rlcd.operations.delete import ENABLE_DV_STEP, delete_where
 
     async with _open(args) as store:
         try:
@@ -283,6 +286,10 @@ async def _delete(args: argparse.Namespace) -> int:
         print(
             f"  {count(rows, 'row')} of them in {count(len(report.concurrent), 'file')} "
             "another writer committed while the delete ran"
+        )
+    if not report.dvs_allowed:
+        print(
+            "  the table does not allow deletion vectors yet: the real run needs " + ENABLE_DV_STEP
         )
     return EXIT_OK
 
