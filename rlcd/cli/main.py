@@ -112,9 +112,9 @@ def _parser() -> argparse.ArgumentParser:
         "(--one-shot: build a local table, compact it once, verify it)",
         description="Run the daemon on moto's S3 with three generated tables of small files "
         "while a writer appends and deletes rows, print each table before and after, and "
-        "check every table's rows with deltalake against what the writer left (needs the "
-        "test extra). --one-shot instead builds a local table, compacts it once and "
-        "verifies it.",
+        "check every table's rows with deltalake against what the writer left; the config, "
+        "the daemon's log and the tables stay in --path (needs the demo extra). --one-shot "
+        "instead builds a local table, compacts it once and verifies it.",
     )
     demo.add_argument(
         "--one-shot", action="store_true", help="the local one-shot demo instead of the daemon"
@@ -125,8 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--path",
         type=Path,
-        default=Path("demo-table"),
-        help="--one-shot: where to (re)create the demo table (default: ./demo-table); a "
+        help="the folder to (re)create for the config, the daemon's log and the tables "
+        "(default: ./demo), or with --one-shot for the table (default: ./demo-table); a "
         "directory is only replaced if an earlier demo made it",
     )
     demo.add_argument(
@@ -349,10 +349,14 @@ async def _demo(args: argparse.Namespace) -> int:
     if not args.one_shot:
         from rlcd.cli.daemon_demo import run_daemon_demo
 
-        ok = await run_daemon_demo(sys.stdout, files=args.files, seconds=args.seconds)
+        folder = (args.path or Path("demo")).resolve()
+        ok = await run_daemon_demo(
+            sys.stdout, folder=folder, files=args.files, seconds=args.seconds
+        )
         return EXIT_OK if ok else EXIT_PROBLEM
 
-    result = await run_demo(args.path.resolve(), files=args.files, rows=args.rows, out=sys.stdout)
+    path = (args.path or Path("demo-table")).resolve()
+    result = await run_demo(path, files=args.files, rows=args.rows, out=sys.stdout)
     return EXIT_OK if result.ok else EXIT_PROBLEM
 
 
