@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 RUNNABLE = "runnable"
 """The word after a fence's language that marks a shell block for the docs test to run."""
+INSTALL = "install"
+"""The word after a fence's language that marks a shell block installing rlcd: the docs test
+runs it once, into a fresh venv, before a page's runnable blocks (the slow test only)."""
 
 _FENCE = re.compile(r"^```(.*)$")
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -29,8 +32,15 @@ class Block:
 
     @property
     def runnable(self) -> bool:
+        return self._shell_marked(RUNNABLE)
+
+    @property
+    def installs(self) -> bool:
+        return self._shell_marked(INSTALL)
+
+    def _shell_marked(self, word: str) -> bool:
         words = self.info.split()
-        return len(words) >= 2 and words[0] in {"sh", "bash"} and RUNNABLE in words[1:]
+        return len(words) >= 2 and words[0] in {"sh", "bash"} and word in words[1:]
 
 
 def doc_files() -> list[Path]:

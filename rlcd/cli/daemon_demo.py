@@ -2,11 +2,13 @@
 generated tables with many small files (one with deletion vectors, one partitioned), a
 generated config, the daemon as a subprocess and a concurrent writer (appends through
 ``deltalake``, deletes through rlcd's DV writer) while it runs. It prints each table before and
-after (files, bytes, rows, bins committed and aborted), checks every table's rows with
-``deltalake`` against what the writer left, and stops everything.
+after (files, bytes, rows), the writer's DV deletes next to the bins the daemon committed,
+reconciled and aborted, checks every table's rows with ``deltalake`` against what the writer
+left, and stops everything. The config, the daemon's log and a copy of each table as it ends
+stay in one folder (moto's S3 is gone when the demo ends), which the last line names.
 
-It needs the test extra (moto's server, deltalake), which bootstrap installs. The writer,
-:class:`Workload`, is also what the daemon's end-to-end tests run against it.
+It needs the demo extra (moto's server, deltalake), which ``bootstrap.py demo`` installs. The
+writer, :class:`Workload`, is also what the daemon's end-to-end tests run against it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlcd.cli.demo import fresh_demo_dir
 from rlcd.compaction.summary import OUTCOMES
 from rlcd.compaction.words import count
 from rlcd.delta.load import load_snapshot, read_deletion_vector
@@ -49,8 +52,9 @@ __all__ = (
     "bin_outcomes",
     "moto_server",
     "deltalake_options",
-    "deltalake_ids",
+    "download_table",
     "run_daemon_demo",
+    "DEMO_FOLDER_ENTRIES",
     "DEMO_TABLES",
     "rows",
     "wait_converged",
@@ -100,28 +104,30 @@ def deltalake_options(endpoint: str) -> dict[str, str]:
     }
 
 
-def deltalake_ids(
-    endpoint: str, bucket: str, prefix: str, spec: TableSpec
-) -> collections.Counter[int]:
-    """The table's live ids as ``deltalake`` reads it (``scan()``, which applies DVs); every
-    row must be the one its id makes. The table is copied to local disk first: delta-rs's
-    data-file reads from moto's server fail here (the log reads and writes work)."""
+def download_table(endpoint: str, bucket: str, prefix: str, dest: Path) -> None:
+    """Copy every object under ``prefix`` into ``dest``: delta-rs's data-file reads from moto's
+    server fail here (the log reads and writes work), and a local copy outlives the server."""
     import boto3  # type: ignore[import-untyped]
-    import deltalake
 
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    with tempfile.TemporaryDirectory(prefix="rlcd-check-") as local:
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
-        for page in pages:
-            for obj in page.get("Contents", []):
-                dest = Path(local, obj["Key"][len(prefix) + 1 :])
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(bucket, obj["Key"], str(dest))
-        table = pa.table(deltalake.DeltaTable(local).scan().read_all())
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+    for page in pages:
+        for obj in page.get("Contents", []):
+            path = dest / obj["Key"][len(prefix) + 1 :]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, obj["Key"], str(path))
+
+
+def _deltalake_ids(local: Path, spec: TableSpec) -> collections.Counter[int]:
+    """The table's live ids as ``deltalake`` reads it (``scan()``, which applies DVs); every
+    row must be the one its id makes."""
+    import deltalake
+
+    table = pa.table(deltalake.DeltaTable(str(local)).scan().read_all())
     ids = table.column("id").to_pylist()
     expected = rows(spec, ids)
     if table.select(expected.column_names).to_pylist() != expected.to_pylist():
-        raise AssertionError(f"s3://{bucket}/{prefix}: rows differ from what their ids make")
+        raise AssertionError(f"{local}: rows differ from what their ids make")
     return collections.Counter(ids)
 
 
@@ -138,7 +144,8 @@ class Workload:
     prefix: str = "tables"
     expected: dict[str, collections.Counter[int]] = field(default_factory=dict)
     appends: int = 0
-    deletes: int = 0
+    deletes: collections.Counter[str] = field(default_factory=collections.Counter)
+    """The DV delete commits per table."""
     _next_id: int = 0
 
     def __post_init__(self) -> None:
@@ -195,14 +202,17 @@ class Workload:
                 except ConcurrentModificationError:
                     continue
                 self.expected[spec.name].subtract(ids[p].as_py() for p in chosen)
-                self.deletes += 1
+                self.deletes[spec.name] += 1
                 return
 
-    def check(self, spec: TableSpec) -> bool:
-        """Whether ``deltalake`` reads exactly the rows the writer left."""
-        want = +self.expected[spec.name]
-        got = deltalake_ids(self.endpoint, self.bucket, f"{self.prefix}/{spec.name}", spec)
-        return got == want
+    def check(self, spec: TableSpec, copy_to: Path | None = None) -> bool:
+        """Whether ``deltalake`` reads exactly the rows the writer left, from a local copy of
+        the table (kept in ``copy_to``, or a temporary directory)."""
+        if copy_to is None:
+            with tempfile.TemporaryDirectory(prefix="rlcd-check-") as tmp:
+                return self.check(spec, Path(tmp))
+        download_table(self.endpoint, self.bucket, f"{self.prefix}/{spec.name}", copy_to)
+        return _deltalake_ids(copy_to, spec) == +self.expected[spec.name]
 
     async def run(self, seconds: float, *, pause_s: float = 0.05) -> None:
         """Append to every table and delete from the DV tables until ``seconds`` pass."""
@@ -316,11 +326,12 @@ _BIN_EVENTS = frozenset({"bin_committed", "bin_aborted", "bin_failed"})
 """The daemon's log events that each tell one bin's fate."""
 
 
-def bin_outcomes(events: Iterable[Mapping[str, Any]]) -> str:
+def bin_outcomes(events: Iterable[Mapping[str, Any]], *, always: Collection[str] = ()) -> str:
     """The bins of the daemon's ``bin_committed``, ``bin_aborted`` and ``bin_failed`` events
     by outcome (:data:`~rlcd.compaction.summary.OUTCOMES`), reconciled ones with their
     positions, aborted ones with their reasons: ``12 committed, 1 reconciled by mask (20
-    positions), 1 superseded, 1 aborted (source_rewritten)``; ``none`` for no events."""
+    positions), 1 superseded, 1 aborted (source_rewritten)``; ``none`` for no events. The
+    outcomes in ``always`` are listed at 0 too (the demo shows that nothing was reconciled)."""
     tally: collections.Counter[str] = collections.Counter()
     positions: collections.Counter[str] = collections.Counter()
     reasons: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
@@ -337,15 +348,16 @@ def bin_outcomes(events: Iterable[Mapping[str, Any]]) -> str:
             reasons[outcome][reason] += 1
         tally[outcome] += 1
     parts = []
-    for outcome in (o for o in OUTCOMES if tally[o]):
-        notes = [count(positions[outcome], "position")] if outcome.startswith("reconciled") else []
+    for outcome in (o for o in OUTCOMES if tally[o] or o in always):
+        reconciled = outcome.startswith("reconciled") and tally[outcome]
+        notes = [count(positions[outcome], "position")] if reconciled else []
         notes += [f"{r} x{n}" if n > 1 else r for r, n in sorted(reasons[outcome].items())]
         parts.append(f"{tally[outcome]} {outcome}" + (f" ({', '.join(notes)})" if notes else ""))
     return ", ".join(parts) or "none"
 
 
 _CONFIG = """\
-# generated by `rlcd demo`
+# generated by `rlcd demo` (its moto S3 server stops when the demo ends)
 [daemon]
 poll_interval = "1s"
 shutdown_grace = "10s"
@@ -369,13 +381,28 @@ interval = "5s"
 """
 
 
-async def run_daemon_demo(out: TextIO, *, files: int = 30, seconds: float = 20.0) -> bool:
-    """The whole demo; True when every table converged and reads back exactly."""
+DEMO_FOLDER_ENTRIES = frozenset({"rlcd.toml", "daemon.log", "tables"})
+"""What the demo keeps in its folder: the config, the daemon's log, a copy of each table."""
+
+_SHOWN = ("committed", "reconciled by remap", "reconciled by mask", "aborted")
+"""The bin outcomes the summary lists even at 0, beside the writer's DV deletes."""
+
+
+async def run_daemon_demo(
+    out: TextIO, *, folder: Path, files: int = 30, seconds: float = 20.0
+) -> bool:
+    """The whole demo, its files kept in ``folder`` (recreated: only if an earlier demo made
+    it); True when every table converged and reads back exactly.
+
+    Raises:
+        ConfigError: ``folder`` holds something an earlier demo did not make.
+    """
     import boto3
 
+    await anyio.to_thread.run_sync(fresh_demo_dir, folder, DEMO_FOLDER_ENTRIES, "a demo folder")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    with moto_server() as endpoint, tempfile.TemporaryDirectory(prefix="rlcd-demo-") as tmp:
+    with moto_server() as endpoint:
         bucket = f"rlcd-demo-{uuid.uuid4().hex[:8]}"
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
             Bucket=bucket
@@ -389,15 +416,17 @@ async def run_daemon_demo(out: TextIO, *, files: int = 30, seconds: float = 20.0
                 for _ in range(5):
                     await w.delete(spec)
         before = {s.name: await _describe(w, s) for s in w.specs}
+        setup = w.deletes.copy()  # the DV deletes before the daemon starts race nothing
         for name, (n, size, live) in before.items():
             out.write("  before  " + _table_line(name, n, size, live) + "\n")
-        config = Path(tmp) / "rlcd.toml"
+        config = folder / "rlcd.toml"
         config.write_text(_CONFIG.format(endpoint=endpoint, bucket=bucket))
         out.write(f"\nstarting `rlcd run --config {config}` and a writer for {seconds:g}s\n")
-        daemon = DaemonProcess(config, env={}, log=Path(tmp) / "daemon.log")
+        daemon = DaemonProcess(config, env={}, log=folder / "daemon.log")
         try:
             await w.run(seconds)
-            out.write(f"writer done: {w.appends} appends, {w.deletes} DV deletes\n")
+            raced = w.deletes - setup
+            out.write(f"writer done: {w.appends} appends, {raced.total()} DV deletes\n")
             converged = await wait_converged(w, config, within_s=60)
             daemon.signal(signal.SIGTERM)
             code = await anyio.to_thread.run_sync(daemon.wait, 30.0)
@@ -410,36 +439,29 @@ async def run_daemon_demo(out: TextIO, *, files: int = 30, seconds: float = 20.0
         )
         for spec in w.specs:
             n, size, live = await _describe(w, spec)
-            runs = [
-                e
-                for e in events
-                if e.get("event") == "compaction_finished"
-                and str(e.get("table", "")).endswith("/" + spec.name)
-            ]
-            bins = bin_outcomes(
-                e
-                for e in events
-                if e.get("event") in _BIN_EVENTS
-                and str(e.get("table", "")).endswith("/" + spec.name)
-            )
-            same = await anyio.to_thread.run_sync(w.check, spec)
+            mine = [e for e in events if str(e.get("table", "")).endswith("/" + spec.name)]
+            runs = sum(e.get("event") == "compaction_finished" for e in mine)
+            bins = bin_outcomes((e for e in mine if e.get("event") in _BIN_EVENTS), always=_SHOWN)
+            copy = folder / "tables" / spec.name
+            same = await anyio.to_thread.run_sync(w.check, spec, copy)
             ok = ok and same
-            b = before[spec.name]
-            out.write("  before  " + _table_line(spec.name, *b) + "\n")
-            out.write(
-                "  after   "
-                + _table_line(spec.name, n, size, live)
-                + f"   {len(runs)} runs, bins: {bins}; deltalake: "
-                + ("rows as written" if same else "ROWS DIFFER")
-                + "\n"
-            )
+            out.write(f"{spec.name}\n")
+            out.write("  before  " + _table_line(spec.name, *before[spec.name]) + "\n")
+            out.write("  after   " + _table_line(spec.name, n, size, live) + "\n")
+            out.write(f"  writer  {count(raced[spec.name], 'DV delete')} while the daemon ran\n")
+            out.write(f"  daemon  {count(runs, 'run')}, bins: {bins}\n")
+            verdict = "rows as written" if same else "ROWS DIFFER"
+            out.write(f"  deltalake reads {copy}: {verdict}\n")
         if not ok:
             for e in events:
                 if e.get("level") in {"warning", "error"}:
                     out.write(f"  daemon: {json.dumps(e)}\n")
-        out.write(
-            "(rows grow by the writer's appends and shrink by its deletes; deltalake reads each "
-            "table as the writer left it)\n"
-        )
-        out.write(f"\n{'all tables compacted and correct' if ok else 'DEMO FAILED'}\n")
-        return ok
+    out.write(
+        "(rows grow by the writer's appends and shrink by its deletes; a bin that lost its commit "
+        "race to a delete is reconciled (remap, mask) or aborted, never wrong)\n"
+    )
+    out.write(f"\n{'all tables compacted and correct' if ok else 'DEMO FAILED'}\n")
+    out.write(
+        f"the config, the daemon's log (daemon.log) and the tables as they ended are in {folder}\n"
+    )
+    return ok

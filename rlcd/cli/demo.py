@@ -33,7 +33,7 @@ from rlcd.operations.delete import delete_rows
 from rlcd.operations.verify import verify_table
 from rlcd.storage import LocalStore
 
-__all__ = ("DemoResult", "build_demo_table", "run_demo")
+__all__ = ("DemoResult", "build_demo_table", "fresh_demo_dir", "run_demo")
 
 SCHEMA = pa.schema(
     [
@@ -87,21 +87,21 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 
 _MARKER = ".rlcd-demo"
-_DEMO_ENTRIES = frozenset({_MARKER, "_delta_log", *(f"region={r}" for r in REGIONS)})
+_TABLE_ENTRIES = frozenset({"_delta_log", *(f"region={r}" for r in REGIONS)})
 
 
-def _fresh_dir(path: Path) -> None:
-    """Empty ``path`` for a new demo table; only a directory an earlier demo made (its marker,
-    or nothing but a demo table's entries) is ever deleted.
+def fresh_demo_dir(path: Path, entries: frozenset[str], what: str) -> None:
+    """Empty ``path`` for a new demo; only a directory an earlier demo made (its marker, or
+    nothing but the ``entries`` a demo makes there) is ever deleted.
 
     Raises:
-        ConfigError: ``path`` holds anything else.
+        ConfigError: ``path`` holds anything else (``what`` names what it should be).
     """
     if path.exists():
-        entries = {p.name for p in path.iterdir()} if path.is_dir() else {""}
-        if _MARKER not in entries and not entries <= _DEMO_ENTRIES:
+        found = {p.name for p in path.iterdir()} if path.is_dir() else {""}
+        if _MARKER not in found and not found <= entries | {_MARKER}:
             raise ConfigError(
-                f"--path {path} exists and is not a demo table rlcd made: "
+                f"--path {path} exists and is not {what} rlcd made: "
                 "give another path, or remove it yourself"
             )
         shutil.rmtree(path)
@@ -111,7 +111,7 @@ def _fresh_dir(path: Path) -> None:
 
 async def build_demo_table(path: Path, *, files: int, rows: int) -> None:
     """A DV-enabled table partitioned by region, one small file per append commit."""
-    await anyio.to_thread.run_sync(_fresh_dir, path)
+    await anyio.to_thread.run_sync(fresh_demo_dir, path, _TABLE_ENTRIES, "a demo table")
     now = int(time.time() * 1000)
     async with LocalStore(path) as store:
         await write_commit(

@@ -123,9 +123,9 @@ def _parser() -> argparse.ArgumentParser:
         "(--one-shot: build a local table, compact it once, verify it)",
         description="Run the daemon on moto's S3 with three generated tables of small files "
         "while a writer appends and deletes rows, print each table before and after, and "
-        "check every table's rows with deltalake against what the writer left (needs the "
-        "test extra). --one-shot instead builds a local table, compacts it once and "
-        "verifies it.",
+        "check every table's rows with deltalake against what the writer left; the config, "
+        "the daemon's log and the tables stay in --path (needs the demo extra). --one-shot "
+        "instead builds a local table, compacts it once and verifies it.",
     )
     demo.add_argument(
         "--one-shot", action="store_true", help="the local one-shot demo instead of the daemon"
@@ -136,8 +136,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--path",
         type=Path,
-        default=Path("demo-table"),
-        help="--one-shot: where to (re)create the demo table (default: ./demo-table); a "
+        help="the folder to (re)create for the config, the daemon's log and the tables "
+        "(default: ./demo), or with --one-shot for the table (default: ./demo-table); a "
         "directory is only replaced if an earlier demo made it",
     )
     demo.add_argument(
@@ -268,7 +268,10 @@ def _add_delete_commands(sub: argparse._SubParsersAction[_Subcommand]) -> None:
         "IN, IS [NOT] NULL, AND, OR, NOT over data and partition columns)",
     )
     delete.add_argument(
-        "--dry-run", action="store_true", help="print the files and rows it would delete"
+        "--dry-run",
+        action="store_true",
+        help="print the files and rows it would delete (also on a table rlcd enable-dv has "
+        "not upgraded yet)",
     )
     _add_s3_options(delete)
     enable = sub.add_parser(
@@ -374,7 +377,7 @@ async def _vacuum(args: argparse.Namespace) -> int:
 
 async def _delete(args: argparse.Namespace) -> int:
     from rlcd.errors import ConcurrentModificationError
-    from rlcd.operations.delete import delete_where
+    from rlcd.operations.delete import ENABLE_DV_STEP, delete_where
 
     async with _open(args) as store:
         try:
@@ -397,6 +400,10 @@ async def _delete(args: argparse.Namespace) -> int:
         print(
             f"  {count(rows, 'row')} of them in {count(len(report.concurrent), 'file')} "
             "another writer committed while the delete ran"
+        )
+    if not report.dvs_allowed:
+        print(
+            "  the table does not allow deletion vectors yet: the real run needs " + ENABLE_DV_STEP
         )
     return EXIT_OK
 
@@ -456,10 +463,14 @@ async def _demo(args: argparse.Namespace) -> int:
     if not args.one_shot:
         from rlcd.cli.daemon_demo import run_daemon_demo
 
-        ok = await run_daemon_demo(sys.stdout, files=args.files, seconds=args.seconds)
+        folder = (args.path or Path("demo")).resolve()
+        ok = await run_daemon_demo(
+            sys.stdout, folder=folder, files=args.files, seconds=args.seconds
+        )
         return EXIT_OK if ok else EXIT_PROBLEM
 
-    result = await run_demo(args.path.resolve(), files=args.files, rows=args.rows, out=sys.stdout)
+    path = (args.path or Path("demo-table")).resolve()
+    result = await run_demo(path, files=args.files, rows=args.rows, out=sys.stdout)
     return EXIT_OK if result.ok else EXIT_PROBLEM
 
 

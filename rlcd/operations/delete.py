@@ -34,7 +34,20 @@ from rlcd.operations._dv_writer import CONCURRENT_APPEND, delete_rows
 from rlcd.reconcile.positions import positions_array, positions_bitmap
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("FileDeletion", "DeleteReport", "bind_where", "delete_where", "delete_rows")
+__all__ = (
+    "ENABLE_DV_STEP",
+    "FileDeletion",
+    "DeleteReport",
+    "bind_where",
+    "delete_where",
+    "delete_rows",
+)
+
+ENABLE_DV_STEP = (
+    "`rlcd enable-dv TABLE --yes` first (it upgrades the protocol: check the table's readers; "
+    "`rlcd enable-dv TABLE --dry-run` shows the change)"
+)
+"""What a delete on a table without deletion vectors needs first (the error, the dry run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +61,10 @@ class FileDeletion:
 @dataclass(frozen=True, slots=True)
 class DeleteReport:
     """What a delete did (or, with ``dry_run``, would do): the files with matches, the files
-    whose data was read, the committed version (None when nothing was committed), and the
-    matches in files other writers committed while the delete ran (deleted too)."""
+    whose data was read, the committed version (None when nothing was committed), the
+    matches in files other writers committed while the delete ran (deleted too), and whether
+    the table allows deletion vectors (False only in a dry run: the real one needs
+    ``rlcd enable-dv`` first)."""
 
     table: str
     predicate: str
@@ -58,6 +73,7 @@ class DeleteReport:
     version: int | None
     dry_run: bool
     concurrent: tuple[FileDeletion, ...] = ()
+    dvs_allowed: bool = True
 
     @property
     def rows(self) -> int:
@@ -133,20 +149,24 @@ async def delete_where(
 ) -> DeleteReport:
     """Delete the rows ``where`` matches, in one commit (none with ``dry_run``).
 
+    A dry run on a table without deletion vectors still reports what it would delete (a user
+    sees the rows before deciding to upgrade the protocol); ``dvs_allowed`` says so.
+
     Raises:
         PredicateError: the predicate does not parse or bind (e.g. an unknown column).
-        UnsupportedFeatureError: the table does not allow row deletions or deletion vectors
-            (``rlcd enable-dv`` upgrades it).
+        UnsupportedFeatureError: the table does not allow row deletions, or (not a dry run)
+            deletion vectors (``rlcd enable-dv --yes`` upgrades it).
         ConcurrentModificationError: a winning commit conflicts and the delete cannot rebase.
     """
     snapshot = await load_snapshot(store)
     config = table_config(snapshot)
     config.ensure_writable()
     config.ensure_rows_deletable()
-    if not config.deletion_vectors_enabled:
+    dvs_allowed = config.deletion_vectors_enabled
+    if not dvs_allowed and not dry_run:
         raise UnsupportedFeatureError(
-            "the table does not allow deletion vectors, which rlcd delete writes; "
-            "`rlcd enable-dv TABLE` upgrades its protocol (check its readers first)",
+            "the table does not allow deletion vectors, which rlcd delete writes: run "
+            + ENABLE_DV_STEP,
             table=store.root,
             version=snapshot.version,
         )
@@ -188,4 +208,6 @@ async def delete_where(
             store, snapshot, deletions, inline=inline, predicate=where, matcher=matcher
         )
     extended = tuple(FileDeletion(path, rows) for path, rows in concurrent.items())
-    return DeleteReport(store.root, where, files, files_read, version, dry_run, extended)
+    return DeleteReport(
+        store.root, where, files, files_read, version, dry_run, extended, dvs_allowed
+    )

@@ -32,10 +32,13 @@ __all__ = ("DV_PROPERTY", "READER_WARNING", "DvUpgrade", "upgraded_protocol", "e
 DV_PROPERTY: Final = "delta.enableDeletionVectors"
 FEATURE: Final = "deletionVectors"
 READER_WARNING: Final = (
-    "readers then need reader version 3 with table features and deletion vectors "
-    "(Spark 3.4+ with Delta 2.3+, delta-rs 0.16+); older readers cannot read "
-    "the table at all"
+    "readers then need reader version 3 with table features and deletion vectors: Spark 3.4+ "
+    "with Delta 2.3+; the deltalake Python package (delta-rs) reads it only through "
+    "DeltaTable.scan() or QueryBuilder (its to_pyarrow_table(), to_pyarrow_dataset() and "
+    "to_pandas() refuse the table: checked with deltalake 1.6.6); readers without deletion "
+    "vector support cannot read it at all"
 )
+"""Who can read the upgraded table; exact for the deltalake this project tests with."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,12 +128,31 @@ def test_demo_command_runs_the_whole_job(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr  # an earlier demo table is recreated
 
 
+def test_daemon_demo_keeps_its_files_in_the_folder_it_names(tmp_path: Path) -> None:
+    """The daemon demo leaves its config, the daemon's log and a copy of each table in its
+    folder, names it last, and shows each table's bins by outcome (reconciled and aborted
+    too, at 0) beside the DV deletes the writer made while the daemon ran."""
+    folder = tmp_path / "demo"
+    result = rlcd("demo", "--path", str(folder), "--files", "6", "--seconds", "3", timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.endswith(f"the tables as they ended are in {folder}\n"), result.stdout
+    assert "[[discover]]" in (folder / "rlcd.toml").read_text()
+    assert '"event": "bin_committed"' in (folder / "daemon.log").read_text()
+    for name in ("events", "orders", "clicks"):
+        assert delta_rs_rows(folder / "tables" / name), name
+    assert result.stdout.count("DV deletes while the daemon ran\n") >= 2  # events, clicks: 0
+    assert result.stdout.count(" reconciled by remap") == 3
+    assert result.stdout.count(" aborted") >= 3
+
+
 def test_demo_never_deletes_what_it_did_not_make(tmp_path: Path) -> None:
-    """A --path holding anything but a demo table is refused (exit 2) and left as it was; so
-    are arguments the demo cannot run with."""
+    """A --path holding anything but a demo table (or demo folder) is refused (exit 2) and
+    left as it was; so are arguments the demo cannot run with."""
     (tmp_path / "thesis.txt").write_text("years of work")
     result = rlcd("demo", "--one-shot", "--path", str(tmp_path), "--files", "3", "--rows", "4")
     assert result.returncode == 2 and "is not a demo table rlcd made" in result.stderr
+    daemon_demo = rlcd("demo", "--path", str(tmp_path), "--files", "3")
+    assert daemon_demo.returncode == 2 and "is not a demo folder rlcd made" in daemon_demo.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["thesis.txt"]
     for args in (("--files", "2"), ("--rows", "0")):
         bad = rlcd("demo", "--one-shot", "--path", str(tmp_path / "d"), *args)

@@ -80,9 +80,23 @@ def test_unknown_column_exits_2(tmp_path: Path) -> None:
 
 
 def test_table_without_dvs_is_refused_pointing_at_enable_dv(tmp_path: Path) -> None:
-    """A table that does not allow DVs exits 3 with a message naming ``rlcd enable-dv``."""
+    """A table that does not allow DVs (deltalake's default) exits 3 with the command that
+    upgrades it, ``--yes`` included."""
     append(tmp_path, batch(0, 10))
     done = rlcd("delete", str(tmp_path), "--where", "id = 1")
     assert done.returncode == 3
-    assert "rlcd enable-dv" in done.stderr
+    assert "rlcd enable-dv TABLE --yes" in done.stderr
     assert ids(tmp_path) == list(range(10))
+
+
+def test_dry_run_on_a_table_without_dvs_reports_and_names_the_upgrade(tmp_path: Path) -> None:
+    """A dry run on a table without DVs says what it would delete and that the real run needs
+    ``rlcd enable-dv --yes`` first; it exits 0 and changes nothing."""
+    append(tmp_path, batch(0, 10))
+    append(tmp_path, batch(10, 10))
+    done = rlcd("delete", str(tmp_path), "--where", "id IN (1, 2, 15)", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "would delete 3 rows in 2 files" in done.stdout
+    assert "the real run needs `rlcd enable-dv TABLE --yes` first" in done.stdout
+    assert deltalake.DeltaTable(str(tmp_path)).version() == 1
+    assert ids(tmp_path) == list(range(20))

@@ -56,6 +56,8 @@ def test_enable_dv_then_delete(tmp_path: Path, partitioned: bool) -> None:
     deleted = rlcd("delete", str(tmp_path), "--where", "id >= 5 AND id < 15")
     assert deleted.returncode == 0, deleted.stderr
     assert ids(tmp_path) == [*range(5), *range(15, 30)]
+    with pytest.raises(deltalake.exceptions.DeltaProtocolError, match="deletionVectors"):
+        deltalake.DeltaTable(str(tmp_path)).to_pyarrow_table()  # as READER_WARNING says
     assert sorted(dict(r)["id"] for r in kernel_rows(tmp_path).elements()) == ids(tmp_path)
     commit = tmp_path / "_delta_log" / f"{3:020d}.json"
     kinds = [next(iter(json.loads(line))) for line in commit.read_text().splitlines()]

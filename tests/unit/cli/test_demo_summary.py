@@ -24,3 +24,11 @@ def test_bins_by_outcome_with_positions_and_reasons() -> None:
         "2 aborted (source_rewritten x2), 1 failed"
     )
     assert bin_outcomes([]) == "none"
+
+
+def test_outcomes_asked_for_are_listed_at_zero() -> None:
+    """The demo lists reconciled and aborted bins even when there were none."""
+    events = [{"event": "bin_committed", "decision": "committed"}]
+    shown = ("committed", "reconciled by remap", "aborted")
+    assert bin_outcomes(events, always=shown) == "1 committed, 0 reconciled by remap, 0 aborted"
+    assert bin_outcomes([], always=("aborted",)) == "0 aborted"
