@@ -139,19 +139,15 @@ class TakeOver:
 
 @dataclass(frozen=True, slots=True)
 class Busy:
-    """Another run holds a live lease (``lease``), or the object is no lease this rlcd reads
-    (``lease`` None, ``problem`` says why): leave the table alone."""
+    """Another run holds a live lease (``lease``), or the lease cannot be taken (``lease``
+    None, ``problem`` says why and what to do): leave the table alone."""
 
     lease: Lease | None
-    problem: str | None = None
+    problem: str = ""
 
     def describe(self) -> str:
-        if self.lease is not None:
-            return self.lease.describe()
-        return (
-            f"{LEASE_KEY} is unreadable ({self.problem}); delete it if no run of rlcd works "
-            "on the table"
-        )
+        """What keeps the table, for people: it completes "the table's lease is …"."""
+        return self.lease.describe() if self.lease is not None else self.problem
 
 
 Step = Create | Renew | TakeOver | Busy
@@ -164,7 +160,9 @@ def decide(found: bytes | None, *, holder: str, now_ms: int) -> Step:
     try:
         lease = Lease.parse(found)
     except ValueError as exc:
-        return Busy(None, str(exc))
+        return Busy(
+            None, f"unreadable ({exc}); delete {LEASE_KEY} if no run of rlcd works on the table"
+        )
     if lease.holder == holder:
         return Renew(lease)
     if lease.expires_ms <= now_ms:

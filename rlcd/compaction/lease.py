@@ -141,10 +141,11 @@ async def take_lease(
     ttl_ms = max(1, round(ttl_s * 1000))
     holder = uuid.uuid4().hex
     step: Step = Create()
-    for _ in range(_TAKE_ATTEMPTS):
+    for _ in range(_TAKE_ATTEMPTS):  # a lost race reads the lease again
         current = await _read(store)
-        step = decide(None if current is None else current.data, holder=holder, now_ms=now_ms())
-        lease = Lease.new(holder, owner, now_ms=now_ms(), ttl_ms=ttl_ms)
+        now = now_ms()
+        step = decide(None if current is None else current.data, holder=holder, now_ms=now)
+        lease = Lease.new(holder, owner, now_ms=now, ttl_ms=ttl_ms)
         result: PutResult | SwapResult
         if isinstance(step, Create):
             result = await store.put_if_absent(LEASE_KEY, lease.encode())
@@ -156,7 +157,7 @@ async def take_lease(
             if isinstance(step, TakeOver):
                 log.info("lease_taken_over", table=store.root, expired=step.expired.describe())
             return LeaseHold(store, lease, ttl_ms=ttl_ms, now_ms=now_ms)
-    return step if isinstance(step, Busy) else Busy(None, "it changed hands at every attempt")
+    return step if isinstance(step, Busy) else Busy(None, "changing hands at every attempt")
 
 
 @asynccontextmanager
