@@ -1,7 +1,8 @@
 """The local-filesystem backend: the :class:`~rlcd.storage.base.ObjectStore` contract on a
 POSIX directory.
 
-Atomicity comes from the filesystem, never from locks:
+Atomicity comes from the filesystem (renames and links), and only the compare-and-swap of a
+small object takes a lock:
 
 - ``put`` and a writer's ``complete`` write a temp file beside the target, fsync it and
   ``os.replace`` it over the target;
