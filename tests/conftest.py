@@ -12,7 +12,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,26 +75,31 @@ def anyio_backend() -> str:
 
 
 def _atomic_conditional_puts() -> None:
-    """Make moto's PutObject with ``If-None-Match: *`` atomic, as S3's is.
+    """Make moto's conditional PutObject and DeleteObject atomic, as S3's are.
 
-    moto checks that the key is absent and then stores the object, two steps with nothing held
-    between them, so two racing commit puts can both succeed, the later one overwriting the
-    other (seen in a random interleaving under load: a delta-rs commit replaced one rlcd had
-    committed). Every PutObject of the in-process server now runs under one lock.
+    moto checks the condition (``If-None-Match: *``, ``If-Match``) and then stores or deletes
+    the object, two steps with nothing held between them, so two racing commit puts can both
+    succeed, the later one overwriting the other (seen in a random interleaving under load: a
+    delta-rs commit replaced one rlcd had committed), and a lease's conditional delete could
+    remove the lease another run just took over. Every PutObject and DeleteObject of the
+    in-process server now runs under one lock.
     """
     from moto.s3.responses import S3Response
 
-    put = S3Response.put_object
-    if getattr(put, "atomic", False):
+    if getattr(S3Response.put_object, "atomic", False):
         return
     lock = threading.Lock()
 
-    def locked(self: S3Response) -> Any:
-        with lock:
-            return put(self)
+    def locked(method: Callable[[S3Response], Any]) -> Callable[[S3Response], Any]:
+        def call(self: S3Response) -> Any:
+            with lock:
+                return method(self)
 
-    locked.atomic = True  # type: ignore[attr-defined]
-    S3Response.put_object = locked  # type: ignore[method-assign]
+        call.atomic = True  # type: ignore[attr-defined]
+        return call
+
+    S3Response.put_object = locked(S3Response.put_object)  # type: ignore[method-assign]
+    S3Response.delete_object = locked(S3Response.delete_object)  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ __all__ = (
     "EXIT_TABLE",
     "EXIT_STORAGE",
     "EXIT_SUPERSEDED",
+    "EXIT_LEASED",
     "EXIT_BROKEN_PIPE",
     "EXIT_HELP",
     "exit_code",
@@ -37,6 +38,7 @@ EXIT_USAGE: Final = 2
 EXIT_TABLE: Final = 3
 EXIT_STORAGE: Final = 4
 EXIT_SUPERSEDED: Final = 5
+EXIT_LEASED: Final = 6
 EXIT_BROKEN_PIPE: Final = 128 + signal.SIGPIPE
 
 EXIT_HELP: Final = """Exit codes:
@@ -50,6 +52,8 @@ EXIT_HELP: Final = """Exit codes:
   5    superseded: every bin that did not commit lost only to another compaction of the
        same files (abort reason source_compacted), which did that work; nothing is wrong
        and nothing needs doing
+  6    skipped: another run of rlcd holds the table's lease (who, and until when, is
+       printed); nothing was done and nothing is wrong (--no-lease runs anyway)
   130  stopped by SIGINT, 143 by SIGTERM: bins in flight are abandoned, their outputs
        deleted and uploads aborted, nothing is committed
   141  stdout was closed early (a pipe into head)

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, suppress
+from contextlib import AbstractAsyncContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -29,6 +29,7 @@ from rlcd.cli import daemon as daemon_commands
 from rlcd.cli.exit_codes import (
     EXIT_BROKEN_PIPE,
     EXIT_HELP,
+    EXIT_LEASED,
     EXIT_OK,
     EXIT_PROBLEM,
     error_exit_code,
@@ -44,6 +45,7 @@ from rlcd.errors import ConfigError, RlcdError
 if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import CompactionReport
+    from rlcd.compaction.lease import Busy, LeaseHold
     from rlcd.delta.actions import Protocol
     from rlcd.storage import ObjectStore
 
@@ -194,6 +196,19 @@ def _parser() -> argparse.ArgumentParser:
         help="first remove rlcd's own leftovers of killed runs (unfinished uploads or temp files, "
         "uncommitted outputs) older than this, e.g. 30m, 2h (default 1h); it must exceed the "
         "longest run",
+    )
+    compact.add_argument(
+        "--no-lease",
+        action="store_true",
+        help="do not take the table's lease (_rlcd/lease), which keeps other runs of rlcd from "
+        "compacting or cleaning the table at the same time (correctness never depends on it)",
+    )
+    compact.add_argument(
+        "--lease-ttl",
+        default="60s",
+        metavar="DURATION",
+        help="how long the lease lasts unrenewed: how long a killed run keeps others off the "
+        "table (default 60s; renewed every third of it)",
     )
     compact.add_argument(
         "--encodings",
@@ -501,6 +516,7 @@ class _Run:
 async def _compact(args: argparse.Namespace, run: _Run) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
+    from rlcd.compaction.lease import Busy
     from rlcd.compaction.policy import CompactionPolicy, parse_duration
 
     try:
@@ -516,6 +532,12 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         min_age_ms = round(parse_duration(args.min_file_age) * 1000)
     except ValueError as exc:
         raise ConfigError(f"bad --min-file-age: {exc}") from exc
+    try:
+        lease_ttl_s = parse_duration(args.lease_ttl)
+    except ValueError as exc:
+        raise ConfigError(f"bad --lease-ttl: {exc}") from exc
+    if lease_ttl_s <= 0:
+        raise ConfigError(f"bad --lease-ttl: {args.lease_ttl} is not positive")
     where = None
     if args.where is not None:  # the parser's ~30 classes cost start-up a run without it skips
         from rlcd.delta.predicate import Predicate
@@ -529,7 +551,10 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         codec=args.codec,
         encodings=args.encodings,
     )
-    async with _open(args) as store:
+    async with _open(args) as store, _lease(store, args, lease_ttl_s) as lease:
+        if isinstance(lease, Busy):
+            print(f"{store.root}: skipped: the table's lease is {lease.describe()}; nothing done")
+            return EXIT_LEASED
         run.progress = progress = BinProgress(sys.stderr)
         run.table = store.root
         run.report = await compact_table(
@@ -544,6 +569,18 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
             min_file_age_ms=min_age_ms,
         )
     return _compacted(args, run.report)
+
+
+def _lease(
+    store: ObjectStore, args: argparse.Namespace, ttl_s: float
+) -> AbstractAsyncContextManager[LeaseHold | Busy | None]:
+    """The table's lease for the run (a dry run writes nothing and takes none; ``--no-lease``
+    takes none either)."""
+    if args.dry_run or args.no_lease:
+        return nullcontext(None)
+    from rlcd.compaction.lease import hold_lease, owner
+
+    return hold_lease(store, owner=owner("rlcd compact"), ttl_s=ttl_s)
 
 
 def _compacted(args: argparse.Namespace, report: CompactionReport) -> int:

@@ -15,7 +15,8 @@ once every key is right.
 
 The file's sections::
 
-    [daemon]     poll_interval, bins_in_flight, memory_budget, shutdown_grace, orphan_grace
+    [daemon]     poll_interval, bins_in_flight, memory_budget, shutdown_grace, orphan_grace,
+                 lease, lease_ttl
     [s3]         endpoint_url, region, profile, addressing_style
     [log]        format (json | console | auto), level
     [metrics]    listen ("host:port"; "" disables the endpoint)
@@ -57,6 +58,7 @@ from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Any, Final
 
+from rlcd.compaction.lease import DEFAULT_LEASE_TTL_S
 from rlcd.compaction.policy import (
     CODECS,
     DEFAULT_MAX_DELETED_ROWS_RATIO,
@@ -104,7 +106,8 @@ class DaemonSettings:
 
     ``memory_budget`` is bytes for all bins in flight together; ``shutdown_grace_s`` is how long
     SIGTERM lets bins in flight finish; ``orphan_grace_s`` is how old an unreferenced rlcd file
-    must be before cleanup deletes it.
+    must be before cleanup deletes it; ``lease`` is whether a table's compaction and cleanup
+    take its advisory lease (``_rlcd/lease``), which lasts ``lease_ttl_s`` unrenewed.
     """
 
     poll_interval_s: float = 10.0
@@ -112,6 +115,8 @@ class DaemonSettings:
     memory_budget: int = 1 * GIB
     shutdown_grace_s: float = 60.0
     orphan_grace_s: float = 3600.0
+    lease: bool = True
+    lease_ttl_s: float = DEFAULT_LEASE_TTL_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,6 +530,8 @@ _DAEMON: Final = (
     _Key("memory_budget", "memory_budget", _size(minimum=1)),
     _Key("shutdown_grace", "shutdown_grace_s", _duration()),
     _Key("orphan_grace", "orphan_grace_s", _duration()),
+    _Key("lease", "lease", _boolean),
+    _Key("lease_ttl", "lease_ttl_s", _duration(positive=True)),
 )
 _S3: Final = _keys(
     ("endpoint_url", _endpoint),

@@ -101,6 +101,7 @@ class Metrics:
     """The daemon's metrics, in their own registry (:attr:`registry`).
 
     The daemon calls :meth:`record_compaction` and :meth:`count_run` after each run,
+    :meth:`count_lease_skip` for work another run's lease turned away,
     :meth:`observe_bin` as each bin ends, :meth:`set_backlog` after each poll,
     :meth:`record_error` when a table fails, :meth:`forget_table` when a reload drops one;
     :meth:`count_request` is a :class:`~rlcd.storage.metered.MeteredStore` ``on_request`` hook.
@@ -133,6 +134,12 @@ class Metrics:
             "lost only to another compaction of the same files: no failure) or conflicted "
             "(nothing committed); a run that raised is in rlcd_table_errors",
             "outcome",
+        )
+        self.lease_skips = self._counter(
+            "rlcd_lease_skips",
+            "Compactions or cleanups of the table skipped because another run of rlcd held its "
+            "lease, by work (compaction, cleanup)",
+            "work",
         )
         self.commit_attempts = self._counter(
             "rlcd_commit_attempts", "Commit puts tried (put-if-absent)"
@@ -222,6 +229,11 @@ class Metrics:
         """A run of ``table`` ended with ``outcome`` (a :class:`~rlcd.daemon.schedule.RunOutcome`
         value other than ``failed``)."""
         self.runs.labels(table, outcome).inc()
+
+    def count_lease_skip(self, table: str, work: str) -> None:
+        """``work`` (``compaction`` or ``cleanup``) of ``table`` was skipped: another run of
+        rlcd held the table's lease."""
+        self.lease_skips.labels(table, work).inc()
 
     def observe_bin(self, seconds: float) -> None:
         """One bin ended (committed, aborted or failed) ``seconds`` after it started (not

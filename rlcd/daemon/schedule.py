@@ -233,6 +233,11 @@ class Schedule:
         delay = backoff_s(self.backoff, failures, draw)
         return self._with(table, replace(old, failures=failures, retry_at=now + delay))
 
+    def skipped(self, table: str, *, until: float) -> Schedule:
+        """A run found ``table`` leased by another run of rlcd: no run, no failure, and no
+        new attempt (nor poll) before ``until``; what it saw stays due."""
+        return self._with(table, replace(self.state(table), running=False, retry_at=until))
+
     def failed(
         self, table: str, error: str, *, unsupported: bool, now: float, draw: float
     ) -> tuple[Schedule, bool]:

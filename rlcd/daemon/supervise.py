@@ -19,6 +19,10 @@ the others carry on.
   first), policies and limits change in place (limiters' ``total_tokens``).
 - **Orphans**: every table is cleaned when first seen and then every ``orphan_grace``
   (:meth:`Supervisor._clean`).
+- **Lease**: a table's compaction and cleanup each run inside its advisory lease
+  (:mod:`rlcd.compaction.lease`; ``[daemon] lease``). Work another run of rlcd holds the
+  lease for is skipped: one ``table_leased`` event and ``rlcd_lease_skips_total``, no failure,
+  and the table is not tried again before the next poll.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,6 +41,7 @@ import structlog
 
 from rlcd.compaction.cleanup import clean_table
 from rlcd.compaction.compact import CompactionReport, FailureKind, compact_table, plan_table
+from rlcd.compaction.lease import Busy, LeaseHold, hold_lease, owner
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
@@ -380,11 +386,31 @@ class Supervisor:
         failure is logged and the table is cleaned again next time."""
         async with limiter:
             try:
-                await clean_table(
-                    t.store, grace_s=self.settings.daemon.orphan_grace_s, now_ms=self._wall_ms()
-                )
+                async with self._lease(t) as lease:
+                    if isinstance(lease, Busy):
+                        self._leased(t, lease, "cleanup")
+                        return
+                    await clean_table(
+                        t.store,
+                        grace_s=self.settings.daemon.orphan_grace_s,
+                        now_ms=self._wall_ms(),
+                    )
             except Exception as exc:
                 log.warning("cleanup_failed", table=t.name, error=str(exc))
+
+    def _lease(self, t: _Table) -> AbstractAsyncContextManager[LeaseHold | Busy | None]:
+        """The table's lease for one piece of work, or none when ``[daemon] lease`` is off."""
+        daemon = self.settings.daemon
+        if not daemon.lease:
+            return nullcontext(None)
+        return hold_lease(
+            t.store, owner=owner("rlcd run"), ttl_s=daemon.lease_ttl_s, now_ms=self._wall_ms
+        )
+
+    def _leased(self, t: _Table, busy: Busy, work: str) -> None:
+        """``work`` on ``t`` was skipped: another run of rlcd holds the table's lease."""
+        log.info("table_leased", table=t.name, work=work, lease=busy.describe())
+        self.metrics.count_lease_skip(t.name, work)
 
     # --- polls ----------------------------------------------------------------------------
 
@@ -463,18 +489,24 @@ class Supervisor:
                 self.metrics.observe_bin(self._clock() - begun)
 
         try:
-            report = await compact_table(
-                t.store,
-                t.policy.compaction,
-                snapshot=t.watch.snapshot,
-                limiter=self._limits.bins,
-                memory=self._limits.memory,
-                min_file_age_ms=int(t.policy.min_file_age_s * 1000),
-                now_ms=self._wall_ms,
-                on_bin_start=bin_started,
-                on_bin_done=bin_done,
-                orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
-            )
+            async with self._lease(t) as lease:
+                if isinstance(lease, Busy):
+                    self._leased(t, lease, "compaction")
+                    until = self._clock() + self.settings.daemon.poll_interval_s
+                    self._schedule = self._schedule.skipped(t.name, until=until)
+                    return
+                report = await compact_table(
+                    t.store,
+                    t.policy.compaction,
+                    snapshot=t.watch.snapshot,
+                    limiter=self._limits.bins,
+                    memory=self._limits.memory,
+                    min_file_age_ms=int(t.policy.min_file_age_s * 1000),
+                    now_ms=self._wall_ms,
+                    on_bin_start=bin_started,
+                    on_bin_done=bin_done,
+                    orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
+                )
         except Exception as exc:
             self._failed(t, exc)
         else:

@@ -1,13 +1,19 @@
 """The local-filesystem backend: the :class:`~rlcd.storage.base.ObjectStore` contract on a
 POSIX directory.
 
-Atomicity comes from the filesystem, never from locks:
+Atomicity comes from the filesystem (renames and links), and only the compare-and-swap of a
+small object takes a lock:
 
 - ``put`` and a writer's ``complete`` write a temp file beside the target, fsync it and
   ``os.replace`` it over the target;
 - ``put_if_absent`` writes and fsyncs a temp file, then ``os.link``\\ s it to the target: link
   fails with ``FileExistsError`` instead of replacing, so exactly one racer wins (a loser whose
   bytes are identical to the winner's counts as written, as the contract says);
+- ``put_if_match`` and ``delete_if_match`` compare and act under an exclusive ``flock`` of the
+  target's directory, held across processes (a local POSIX filesystem; not NFS): the ETag is
+  a hash of the content, and the swap itself is the same temp file and ``os.replace`` as
+  ``put``. ``put_if_absent`` needs no lock: the compared file exists throughout a swap, so its
+  link fails meanwhile;
 - temp files live in the target's directory (same filesystem, so link and replace are atomic),
   are named ``.<name>.<32 hex digits>.rlcd-tmp``, and listings skip them. Keys whose last
   segment looks like that are refused. The name is rlcd's alone, so the temp files a killed
@@ -20,6 +26,8 @@ when one is given.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import stat
@@ -38,9 +46,12 @@ from rlcd.storage._multipart import MultipartWriter, Pieces
 from rlcd.storage.base import (
     MIN_PART_SIZE,
     AlreadyExists,
+    Mismatch,
     ObjectMeta,
     PendingUpload,
     PutResult,
+    SwapResult,
+    Versioned,
     Written,
 )
 from rlcd.storage.uri import TableUri
@@ -118,16 +129,33 @@ class LocalStore:
 
         def replace() -> ObjectMeta:
             with _errors("put", key):
-                tmp = _write_temp(path, data)
-                try:
-                    os.replace(tmp, path)
-                except BaseException:
-                    _unlink(tmp)
-                    raise
-                _fsync_dir(path)
+                _replace(path, data)
             return _stat("put", key, path)
 
         return await self._run(replace)
+
+    async def get_versioned(self, key: str) -> Versioned:
+        path = self._path("get_versioned", key)
+
+        def read() -> Versioned:
+            with _errors("get_versioned", key, reading=True), open(path, "rb") as f:
+                data = f.read()
+            return Versioned(key, data, _etag(data))
+
+        return await self._run(read)
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        path = self._path("put_if_match", key)
+
+        def swap() -> SwapResult:
+            with _errors("put_if_match", key), _dir_locked(path):
+                current = _read_or_none(path)
+                if current is None or _etag(current) != etag:
+                    return Written(key, _etag(data)) if current == data else Mismatch(key)
+                _replace(path, data)
+            return Written(key, _etag(data))
+
+        return await self._run(swap)
 
     async def put_if_absent(self, key: str, data: bytes) -> PutResult:
         path = self._path("put_if_absent", key)
@@ -138,11 +166,11 @@ class LocalStore:
                 try:
                     os.link(tmp, path)
                 except FileExistsError:
-                    return Written(key) if _holds(path, data) else AlreadyExists(key)
+                    return Written(key, _etag(data)) if _holds(path, data) else AlreadyExists(key)
                 finally:
                     _unlink(tmp)
                 _fsync_dir(path)
-            return Written(key)
+            return Written(key, _etag(data))
 
         return await self._run(link)
 
@@ -166,6 +194,21 @@ class LocalStore:
                     os.unlink(path)
 
         await self._run(unlink_all)
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        path = self._path("delete_if_match", key)
+
+        def unlink() -> bool:
+            with _errors("delete_if_match", key), _dir_locked(path):
+                current = _read_or_none(path)
+                if current is not None and _etag(current) != etag:
+                    return False
+                with suppress(*_MISSING):
+                    os.unlink(path)
+                    _fsync_dir(path)
+            return True
+
+        return await self._run(unlink)
 
     def local_path(self, key: str) -> str:
         """The file holding ``key``, for readers that read local files natively (the
@@ -374,6 +417,45 @@ def _stat(operation: str, key: str, path: str) -> ObjectMeta:
     if not stat.S_ISREG(st.st_mode):
         raise NotFoundError(operation=operation, key=key)
     return ObjectMeta(key, st.st_size, st.st_mtime_ns // 1_000_000)
+
+
+def _etag(data: bytes) -> str:
+    """The local ETag of an object holding ``data``: a hash of the content, so equal ETags
+    mean equal bytes (payloads compared by ETag carry a unique id)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _read_or_none(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except _MISSING:
+        return None
+
+
+def _replace(path: str, data: bytes) -> None:
+    """Write ``data`` durably to a temp file and move it over ``path`` atomically."""
+    tmp = _write_temp(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    _fsync_dir(path)
+
+
+@contextmanager
+def _dir_locked(path: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` of ``path``'s directory (created if missing): one
+    compare-and-swap at a time in that directory, across threads and processes."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _holds(path: str, data: bytes) -> bool:

@@ -11,7 +11,7 @@ malformed key (empty, absolute, or with an empty, ``.`` or ``..`` segment) with
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = (
@@ -19,6 +19,9 @@ __all__ = (
     "Written",
     "AlreadyExists",
     "PutResult",
+    "Versioned",
+    "Mismatch",
+    "SwapResult",
     "ObjectWriter",
     "FileWriter",
     "LocalFiles",
@@ -47,9 +50,15 @@ class ObjectMeta:
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """``put_if_absent`` created the object."""
+    """A conditional write (``put_if_absent``, ``put_if_match``) stored the object.
+
+    ``etag`` names the version stored, for a later ``put_if_match`` or ``delete_if_match``;
+    both backends set it. It takes no part in equality: two results say the same when they
+    say the same thing happened.
+    """
 
     key: str
+    etag: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,25 @@ class AlreadyExists:
 
 
 PutResult = Written | AlreadyExists
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    """An object's bytes and the ETag of that version of it (``get_versioned``)."""
+
+    key: str
+    data: bytes
+    etag: str
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """``put_if_match`` found another version stored, or none: nothing was written."""
+
+    key: str
+
+
+SwapResult = Written | Mismatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +202,25 @@ class ObjectStore(Protocol):
         """
         ...
 
+    async def get_versioned(self, key: str) -> Versioned:
+        """The object's bytes with its ETag, an opaque name of this version that
+        :meth:`put_if_match` and :meth:`delete_if_match` compare (S3's ETag; a content hash
+        on local disk). For small objects that several writers update in turn (the lease).
+
+        Raises :class:`rlcd.errors.NotFoundError` when the key does not exist.
+        """
+        ...
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        """Replace the object only if its stored version is still ``etag``: a compare-and-swap,
+        exactly one of racing callers holding that ETag wins; :class:`Mismatch` when another
+        version (or none) is stored.
+
+        Idempotent like :meth:`put_if_absent`: a key that already holds exactly ``data`` gives
+        :class:`Written` (our own swap whose answer was lost), so payloads carry a unique id.
+        """
+        ...
+
     async def delete(self, key: str) -> None:
         """Remove the object; deleting a missing key succeeds."""
         ...
@@ -184,6 +231,11 @@ class ObjectStore(Protocol):
         as a whole; when some keys still fail, the error names the first of them, and the
         others may or may not be gone.
         """
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        """Remove the object only if its stored version is still ``etag``. True when that
+        version is gone (deleted now, or already missing); False when another version is
+        stored, which is left untouched."""
         ...
 
     def open_writer(self, key: str) -> ObjectWriter:

@@ -7,7 +7,8 @@ the daemon passes ``on_request`` to feed its request counters. One call is one r
 listing counts once however many pages the backend fetches, a streaming upload once when
 opened.
 
-Operations: ``get``, ``head``, ``list``, ``put``, ``put_if_absent``, ``delete``, ``upload``
+Operations: ``get``, ``head``, ``list``, ``put``, ``put_if_absent``, ``get_versioned``,
+``put_if_match``, ``delete``, ``delete_if_match``, ``upload``
 (a streaming writer), ``list_uploads``, ``abort_upload``, and for local files ``local_read``
 (a file opened in place) and ``local_write`` (a file written natively). Bytes are those read
 or written by the call.
@@ -27,6 +28,8 @@ from rlcd.storage.base import (
     ObjectWriter,
     PendingUpload,
     PutResult,
+    SwapResult,
+    Versioned,
 )
 
 __all__ = ("MeteredStore", "RequestHook")
@@ -93,6 +96,19 @@ class MeteredStore:
         self.count("put_if_absent", len(data))
         return await self.inner.put_if_absent(key, data)
 
+    async def get_versioned(self, key: str) -> Versioned:
+        try:
+            found = await self.inner.get_versioned(key)
+        except BaseException:
+            self.count("get_versioned")
+            raise
+        self.count("get_versioned", len(found.data))
+        return found
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        self.count("put_if_match", len(data))
+        return await self.inner.put_if_match(key, data, etag)
+
     async def delete(self, key: str) -> None:
         self.count("delete")
         await self.inner.delete(key)
@@ -100,6 +116,10 @@ class MeteredStore:
     async def delete_many(self, keys: Sequence[str]) -> None:
         self.count("delete_many")
         await self.inner.delete_many(keys)
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        self.count("delete_if_match")
+        return await self.inner.delete_if_match(key, etag)
 
     def open_writer(self, key: str) -> ObjectWriter:
         self.count("upload")

@@ -33,7 +33,9 @@
   means the key is taken, and the stored bytes decide whether by us: a write can land while
   its answer is lost, and then our retry, or aiohttp's own silent resend of the idempotent
   PUT, meets our own object. A 409 ``ConditionalRequestConflict`` (a racing conditional write)
-  is retried, and the retry re-checks.
+  is retried, and the retry re-checks. ``put_if_match`` is ``PutObject`` with ``If-Match`` (a
+  412, or a 404 for a key gone, is a mismatch unless the stored bytes are ours, for the same
+  reason), and ``delete_if_match`` is ``DeleteObject`` with ``If-Match``; the ETag is S3's.
 """
 
 from __future__ import annotations
@@ -85,9 +87,12 @@ from rlcd.storage._multipart import MultipartWriter, Pieces
 from rlcd.storage._sigv4 import SigningKey, canonical_query, quote_key, sign
 from rlcd.storage.base import (
     AlreadyExists,
+    Mismatch,
     ObjectMeta,
     PendingUpload,
     PutResult,
+    SwapResult,
+    Versioned,
     Written,
 )
 from rlcd.storage.retry import retrying
@@ -471,14 +476,40 @@ class S3Store:
         async def once() -> PutResult:
             try:
                 with _translate("put_if_absent", key):
-                    await self._api("put_if_absent", key).put_object(
+                    response = await self._api("put_if_absent", key).put_object(
                         Bucket=self._bucket, Key=s3key, IfNoneMatch="*", **_body((data,))
                     )
             except _PreconditionFailed:
-                return Written(key) if await self._holds(key, data) else AlreadyExists(key)
-            return Written(key)
+                return await self._ours(key, data) or AlreadyExists(key)
+            return Written(key, response["ETag"])
 
         return await self._retry("put_if_absent", key, once)
+
+    async def get_versioned(self, key: str) -> Versioned:
+        self._key("get_versioned", key)
+
+        async def once() -> Versioned:
+            current = await self._current(key)
+            if current is None:
+                raise NotFoundError(operation="get_versioned", key=key)
+            return current
+
+        return await self._retry("get_versioned", key, once)
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        s3key = self._key("put_if_match", key)
+
+        async def once() -> SwapResult:
+            try:
+                with _translate("put_if_match", key):
+                    response = await self._api("put_if_match", key).put_object(
+                        Bucket=self._bucket, Key=s3key, IfMatch=etag, **_body((data,))
+                    )
+            except (_PreconditionFailed, NotFoundError):
+                return await self._ours(key, data) or Mismatch(key)
+            return Written(key, response["ETag"])
+
+        return await self._retry("put_if_match", key, once)
 
     async def delete(self, key: str) -> None:
         s3key = self._key("delete", key)
@@ -519,6 +550,23 @@ class S3Store:
 
         await self._retry("delete_many", keys[0], once)
 
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        s3key = self._key("delete_if_match", key)
+
+        async def once() -> bool:
+            try:
+                with _translate("delete_if_match", key):
+                    await self._api("delete_if_match", key).delete_object(
+                        Bucket=self._bucket, Key=s3key, IfMatch=etag
+                    )
+            except NotFoundError:
+                return True  # gone already (our own delete, if its answer was lost)
+            except _PreconditionFailed:
+                return False
+            return True
+
+        return await self._retry("delete_if_match", key, once)
+
     def open_writer(self, key: str) -> MultipartWriter:
         self._key("open_writer", key)
         return MultipartWriter(key, _S3Parts(self), part_size=self._client.config.part_size)
@@ -558,12 +606,25 @@ class S3Store:
     async def _retry(self, operation: str, key: str, attempt: Callable[[], Awaitable[_T]]) -> _T:
         return await retrying(self._policy, operation, key, attempt)
 
-    async def _holds(self, key: str, data: bytes) -> bool:
-        """Whether the object holds exactly ``data`` (one attempt: the caller retries)."""
+    async def _current(self, key: str) -> Versioned | None:
+        """The object with its ETag, or None when missing (one attempt: the caller retries).
+        Through botocore, which returns the ETag: the objects read so are small."""
         try:
-            return await self._get_once(key, {}) == data
+            with _translate("get_versioned", key):
+                response = await self._api("get_versioned", key).get_object(
+                    Bucket=self._bucket, Key=self._base + key
+                )
+                async with response["Body"] as body:
+                    data = bytes(await body.read())
         except NotFoundError:
-            return False
+            return None
+        return Versioned(key, data, response["ETag"])
+
+    async def _ours(self, key: str, data: bytes) -> Written | None:
+        """:class:`Written` when the object holds exactly ``data`` (a conditional write of ours
+        landed while its answer was lost), else None; one attempt: the caller retries."""
+        current = await self._current(key)
+        return Written(key, current.etag) if current is not None and current.data == data else None
 
     async def _get_once(self, key: str, extra: dict[str, str]) -> bytes | bytearray:
         route = await self._client._route(self._bucket)
@@ -721,7 +782,8 @@ class _S3Parts:
 
 
 class _PreconditionFailed(StorageError):
-    """HTTP 412 to a conditional request: for ``put_if_absent``, the key is taken."""
+    """HTTP 412 to a conditional request: for ``put_if_absent`` the key is taken, for an
+    ``If-Match`` request another version is stored."""
 
 
 class _RangeNotSatisfiable(StorageError):

@@ -10,6 +10,7 @@ import pytest
 
 from rlcd.errors import NotFoundError, StorageError
 from rlcd.storage import MIN_PART_SIZE, AlreadyExists, ObjectMeta, ObjectStore, Written
+from rlcd.storage.base import Mismatch
 from tests.contract.support import Backend
 
 pytestmark = pytest.mark.anyio
@@ -172,6 +173,78 @@ async def test_put_if_absent_race_has_exactly_one_winner(backend: Backend) -> No
     assert len(losers) == 19
     assert await backend.store.get("_delta_log/7.json") == b"w%d" % winners[0]
     assert backend.leftovers() == []
+
+
+async def test_conditional_writes_name_the_version_they_store(backend: Backend) -> None:
+    """``put_if_absent`` and ``put_if_match`` return the ETag ``get_versioned`` then reads, and
+    a swap changes it."""
+    created = await backend.store.put_if_absent("_rlcd/lease", b"one")
+    assert isinstance(created, Written)
+    assert created.etag is not None
+    first = await backend.store.get_versioned("_rlcd/lease")
+    assert (first.data, first.etag) == (b"one", created.etag)
+    swapped = await backend.store.put_if_match("_rlcd/lease", b"two", first.etag)
+    assert isinstance(swapped, Written)
+    second = await backend.store.get_versioned("_rlcd/lease")
+    assert (second.data, second.etag) == (b"two", swapped.etag)
+    assert second.etag != first.etag
+    with pytest.raises(NotFoundError):
+        await backend.store.get_versioned("_rlcd/none")
+
+
+async def test_put_if_match_refuses_a_stale_or_missing_version(backend: Backend) -> None:
+    """A swap against an ETag no longer stored, or a key never written, changes nothing; one
+    whose bytes are already stored is Written again (its answer may have been lost)."""
+    old = await backend.store.put_if_absent("_rlcd/lease", b"one")
+    assert isinstance(old, Written)
+    assert old.etag is not None
+    await backend.store.put_if_match("_rlcd/lease", b"two", old.etag)
+    assert await backend.store.put_if_match("_rlcd/lease", b"three", old.etag) == Mismatch(
+        "_rlcd/lease"
+    )
+    assert await backend.store.put_if_match("_rlcd/lease", b"two", old.etag) == Written(
+        "_rlcd/lease"
+    )
+    assert await backend.store.get("_rlcd/lease") == b"two"
+    assert await backend.store.put_if_match("_rlcd/none", b"x", old.etag) == Mismatch("_rlcd/none")
+    assert await keys(backend.store) == ["_rlcd/lease"]
+
+
+async def test_put_if_match_race_has_exactly_one_winner(backend: Backend) -> None:
+    """Twenty concurrent swaps from one version: one Written, the object is its bytes."""
+    base = await backend.store.put_if_absent("_rlcd/lease", b"base")
+    assert isinstance(base, Written)
+    assert base.etag is not None
+    etag = base.etag
+    results: dict[int, object] = {}
+
+    async def attempt(writer: int) -> None:
+        results[writer] = await backend.store.put_if_match("_rlcd/lease", b"w%d" % writer, etag)
+
+    async with anyio.create_task_group() as tg:
+        for writer in range(20):
+            tg.start_soon(attempt, writer)
+    winners = [w for w, result in results.items() if isinstance(result, Written)]
+    assert len(winners) == 1
+    assert sum(isinstance(result, Mismatch) for result in results.values()) == 19
+    assert await backend.store.get("_rlcd/lease") == b"w%d" % winners[0]
+    assert backend.leftovers() == []
+
+
+async def test_delete_if_match_deletes_only_that_version(backend: Backend) -> None:
+    """A conditional delete leaves another version alone, removes its own, and finds a missing
+    key gone already."""
+    old = await backend.store.put_if_absent("_rlcd/lease", b"one")
+    assert isinstance(old, Written)
+    assert old.etag is not None
+    new = await backend.store.put_if_match("_rlcd/lease", b"two", old.etag)
+    assert isinstance(new, Written)
+    assert new.etag is not None
+    assert await backend.store.delete_if_match("_rlcd/lease", old.etag) is False
+    assert await backend.store.get("_rlcd/lease") == b"two"
+    assert await backend.store.delete_if_match("_rlcd/lease", new.etag) is True
+    assert await keys(backend.store) == []
+    assert await backend.store.delete_if_match("_rlcd/lease", new.etag) is True
 
 
 async def test_delete_is_idempotent(backend: Backend) -> None:

@@ -1,6 +1,6 @@
 """The supervisor in process on local tables: a failing table is reported and backs off
 without stopping the others; a run honours the shared limits; a bin's duration is its own; a
-run superseded by another compaction is no failure."""
+run superseded by another compaction is no failure; a table another run leases is skipped."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from rlcd.compaction.compact import compact_table
+from rlcd.compaction.lease import LeaseHold, take_lease
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.daemon.config import parse_settings
 from rlcd.daemon.supervise import Limits, Supervisor
@@ -193,3 +194,62 @@ async def test_a_run_superseded_by_another_compaction_is_no_failure(tmp_path: Pa
     runs = {"table": status.table, "outcome": "superseded"}
     assert registry.get_sample_value("rlcd_compaction_runs_total", runs) == 1
     assert registry.get_sample_value("rlcd_table_errors_total", {"table": status.table}) is None
+
+
+async def _leased_table(tmp_path: Path) -> Path:
+    """A table due for compaction whose lease another live run of rlcd holds."""
+    path = tmp_path / "tables" / "t"
+    for i in range(3):
+        append(path, batch(i * 10, 10))
+    async with LocalStore(str(path)) as store:
+        taken = await take_lease(store, owner="rlcd compact (pid 1 on cron)", ttl_s=3600)
+        assert isinstance(taken, LeaseHold)  # held by a run that outlives the test
+    return path
+
+
+async def test_a_table_another_run_leases_is_skipped_not_failed(tmp_path: Path) -> None:
+    """The daemon leaves a table whose lease a live run holds: its cleanup and compaction are
+    each skipped with one event and counted, the table is not failing, and the other run's
+    lease stays; once the lease is gone, the next pass compacts and releases its own."""
+    path = await _leased_table(tmp_path)
+    lease = (path / "_rlcd" / "lease").read_bytes()
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    assert live_files(path) == 3
+    leased = [e for e in logs if e["event"] == "table_leased"]
+    assert sorted(e["work"] for e in leased) == ["cleanup", "compaction"]
+    assert all(e["lease"].startswith("held by rlcd compact (pid 1 on cron) until ") for e in leased)
+    (status,) = supervisor.status()
+    assert status.last_error is None and supervisor.failures() == ()
+    registry = supervisor.metrics.registry
+    for work in ("cleanup", "compaction"):
+        labels = {"table": status.table, "work": work}
+        assert registry.get_sample_value("rlcd_lease_skips_total", labels) == 1
+    assert (path / "_rlcd" / "lease").read_bytes() == lease
+
+    (path / "_rlcd" / "lease").unlink()  # the other run ended
+    before = delta_rs_rows(path)
+    again = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    await again.run(once=True)
+    assert live_files(path) == 1 and delta_rs_rows(path) == before
+    assert list((path / "_rlcd").iterdir()) == []
+
+
+async def test_with_the_lease_off_the_daemon_compacts_a_leased_table(tmp_path: Path) -> None:
+    """``[daemon] lease = false``: the daemon takes no lease and ignores others' (the log keeps
+    the work correct)."""
+    path = await _leased_table(tmp_path)
+    before = delta_rs_rows(path)
+    config = CONFIG.replace("[daemon]\n", "[daemon]\nlease = false\n")
+    settings = parse_settings(config, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    await supervisor.run(once=True)
+    assert live_files(path) == 1 and delta_rs_rows(path) == before

@@ -178,3 +178,20 @@ def test_a_superseded_run_is_no_failure() -> None:
     assert s.state("t").failures == 1
     s = s.started("t").finished("t", RunOutcome.SUPERSEDED, now=50, draw=0.5)
     assert s.state("t").failures == 0 and s.state("t").retry_at < 50
+
+
+def test_a_leased_table_is_skipped_until_the_next_poll() -> None:
+    """A run that found the table leased by another run is no failure and no run: the table
+    stays due, and is not started (nor polled) again before the time given."""
+    s = observed(("t", backlog(5)))
+    s = s.started("t").skipped("t", until=10)
+    state = s.state("t")
+    assert (state.running, state.failures, state.last_error, state.last_run) == (
+        False,
+        0,
+        None,
+        None,
+    )
+    assert state.due == "small_files"
+    assert s.pick(9.9, 4) == []
+    assert s.pick(10, 4) == ["t"]
