@@ -42,12 +42,14 @@ import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from functools import cache, partial
 from typing import Any, Self, TypeVar, cast
 
 import aiohttp
 import aiohttp.payload
 import anyio.to_thread
+import botocore
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession
 from botocore.exceptions import (
@@ -64,6 +66,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.loaders import JSONFileLoader, Loader, create_loader
 from botocore.utils import parse_timestamp
 
+from rlcd import __version__
 from rlcd.errors import (
     ConfigError,
     InternalError,
@@ -167,14 +170,19 @@ def _load_models(loader: Loader) -> None:
 
 
 def _timestamp(value: Any) -> datetime:
-    """A timestamp in a response: an ISO 8601 date-time (S3's XML bodies:
-    ``2026-12-03T17:22:38.000Z``) by ``datetime.fromisoformat``, far cheaper than botocore's
-    dateutil parser, where a listing's CPU went mostly; anything else (an HTTP date in a header,
-    epoch seconds) as botocore parses it."""
-    if isinstance(value, str) and "T" in value:
+    """A timestamp in a response, parsed far more cheaply than by botocore's dateutil parser
+    (where a listing's CPU, and a millisecond of every GET and HEAD, went): an HTTP date (the
+    ``Last-Modified`` header: ``Sat, 05 Dec 2026 12:36:50 GMT``) by the standard library's
+    ``parsedate_to_datetime``, an ISO 8601 date-time (S3's XML bodies:
+    ``2026-12-03T17:22:38.000Z``) by ``datetime.fromisoformat``; anything else (epoch seconds)
+    as botocore parses it."""
+    if isinstance(value, str):
         with suppress(ValueError):
-            parsed = datetime.fromisoformat(value)
-            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+            if value.endswith(" GMT"):
+                return parsedate_to_datetime(value)
+            if "T" in value:
+                parsed = datetime.fromisoformat(value)
+                return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
     return cast(datetime, parse_timestamp(value))
 
 
@@ -249,6 +257,9 @@ def _client_args(config: S3Config) -> dict[str, Any]:
         # our arguments are built by this module, typed; botocore's validation would also
         # refuse the request bodies that spare the copies (_Body)
         "parameter_validation": False,
+        # a fixed User-Agent: botocore otherwise builds its own twice a request, from a dozen
+        # sanitised parts (about a millisecond of event-loop CPU each time)
+        "user_agent": f"rlcd/{__version__} botocore/{botocore.__version__}",
     }
     # botocore would SHA-256 every body it signs (always over plain HTTP, and over HTTPS
     # without a checksum header botocore set itself); the CRC32 header already guards it

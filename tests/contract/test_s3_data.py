@@ -43,11 +43,11 @@ def botocore_sends(client: S3Client) -> collections.Counter[str]:
 
 
 async def test_gets_and_parts_go_through_the_client(
-    client: S3Client, moto_endpoint: str, s3_bucket: str
+    client: S3Client, proxy: FaultProxy, moto_endpoint: str, s3_bucket: str
 ) -> None:
-    """Whole and ranged GETs and every UploadPart are sent by the aiobotocore client, and read
-    back byte for byte; a range past the end is clipped to nothing, a missing key is
-    NotFoundError."""
+    """Whole and ranged GETs and every UploadPart are sent by the aiobotocore client (with
+    rlcd's fixed User-Agent), and read back byte for byte; a range past the end is clipped to
+    nothing, a missing key is NotFoundError."""
     data = bytes(range(256)) * (MIN_PART_SIZE // 256) + b"tail"
     sent = botocore_sends(client)
     async with open_store(f"s3://{s3_bucket}/t", client=client) as store:
@@ -63,6 +63,8 @@ async def test_gets_and_parts_go_through_the_client(
     assert body.read() == data
     assert sent["UploadPart"] == 2 and sent["GetObject"] == 5
     assert sent["CreateMultipartUpload"] == sent["CompleteMultipartUpload"] == 1
+    agents = {s.headers["user-agent"] for s in proxy.seen}
+    assert len(agents) == 1 and agents.pop().startswith("rlcd/")
 
 
 async def test_a_refused_get_is_final_and_named(
