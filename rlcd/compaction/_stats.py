@@ -68,10 +68,10 @@ from decimal import Decimal
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlcd.delta.stats_json import stats_json
 from rlcd.delta.stats_spec import StatKind, StatsLeaf, StatsSpec
-from rlcd.parquet import kernels
 
 __all__ = (
     "StatsAccumulator",
@@ -277,9 +277,9 @@ class StatsAccumulator:
             if leaf.kind is not StatKind.STRING or self._columns[i] is None:
                 continue
             array = _column(rows, path, arrays)
-            longest = kernels.max(kernels.binary_length(array)).as_py()
+            longest = pc.max(pc.binary_length(array)).as_py()
             if longest is not None and longest > PARQUET_MAX_STATISTICS_BYTES:
-                extremes = kernels.min_max(array)
+                extremes = pc.min_max(array)
                 exact[i] = (extremes["min"].as_py(), extremes["max"].as_py())
 
     def add_footer(self, metadata: Any) -> None:
@@ -450,7 +450,7 @@ def _column(batch: Any, index_path: tuple[int, ...], arrays: dict[tuple[int, ...
         if len(index_path) == 1:
             array = batch.column(index_path[0])
         else:
-            array = kernels.struct_field(_column(batch, index_path[:-1], arrays), index_path[-1])
+            array = pc.struct_field(_column(batch, index_path[:-1], arrays), index_path[-1])
         arrays[index_path] = array
     return array
 
@@ -463,7 +463,7 @@ def _observe(kind: StatKind, state: _LeafState, array: Any) -> None:
         return
     if not nulls and isinstance(array, pa.Array) and _observe_fast(kind, state, array):
         return
-    extremes = kernels.min_max(array)
+    extremes = pc.min_max(array)
     if kind is StatKind.FLOAT:
         _observe_float(state, array, extremes)
     else:
@@ -483,11 +483,9 @@ def _observe_fast(kind: StatKind, state: _LeafState, array: Any) -> bool:
     if kind is not StatKind.FLOAT:
         return False
     floats = _FLOAT_BITS[array.type.bit_width]
-    signed = kernels.min_max(array.view(floats.signed))
+    signed = pc.min_max(array.view(floats.signed))
     lowest, highest = signed["min"].as_py(), signed["max"].as_py()
-    top = kernels.max(
-        array.view(floats.unsigned)
-    ).as_py()  # the negative float of largest magnitude
+    top = pc.max(array.view(floats.unsigned)).as_py()  # the negative float of largest magnitude
     if highest > floats.positive_infinity or top > floats.negative_infinity:
         return False  # a NaN: the general path remembers it and skips it
     if lowest >= 0:  # no negative float
@@ -547,7 +545,7 @@ def _decimal(unscaled: Any, scale: int) -> Decimal:
 def _observe_float(state: _LeafState, array: Any, extremes: Any) -> None:
     """``min_max`` skips NaN unless every value is NaN; remember whether any NaN was seen."""
     if not state.nan:
-        state.nan = bool(kernels.any(kernels.is_nan(array)).as_py())
+        state.nan = bool(pc.any(pc.is_nan(array)).as_py())
     low, high = float(extremes["min"].as_py()), float(extremes["max"].as_py())
     if not math.isnan(low):
         state.merge(low, high)

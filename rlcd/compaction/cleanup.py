@@ -20,6 +20,7 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
@@ -37,7 +38,6 @@ from rlcd.compaction._orphans import (
 )
 from rlcd.delta.log_path import LOG_DIR
 from rlcd.errors import NotFoundError, StorageError
-from rlcd.parquet import kernels
 from rlcd.storage.base import ObjectMeta, ObjectStore, PendingUpload
 
 __all__ = ("CleanupReport", "clean_table", "DEFAULT_GRACE_S")
@@ -215,13 +215,13 @@ def _parquet_references(data: bytes | bytearray) -> list[FileReference]:
     for name in columns:
         for chunk in parquet.read(columns=[name], use_threads=False).column(name).chunks:
             struct = chunk.type
-            paths = kernels.struct_field(chunk, "path").to_pylist()
+            paths = pc.struct_field(chunk, "path").to_pylist()
             dvs = (
-                kernels.struct_field(chunk, "deletionVector").to_pylist()
+                pc.struct_field(chunk, "deletionVector").to_pylist()
                 if struct.get_field_index("deletionVector") >= 0
                 else [None] * len(paths)
             )
-            valid = kernels.is_valid(chunk).to_pylist()
+            valid = pc.is_valid(chunk).to_pylist()
             found.extend(
                 (path, dv)
                 for ok, path, dv in zip(valid, paths, dvs, strict=True)

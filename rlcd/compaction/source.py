@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import anyio.to_thread
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
@@ -26,7 +27,6 @@ from rlcd.delta.load import read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.delta.schema import PARQUET_FIELD_ID_KEY, cast_compatible
 from rlcd.errors import CorruptDataError, MissingDataFileError, NotFoundError
-from rlcd.parquet import kernels
 from rlcd.parquet.batching import MAX_BATCH_ROWS, batch_rows, footer_row_bytes, row_bytes
 from rlcd.parquet.footer import footer_span, parse_footer
 from rlcd.reconcile.positions import DeletedRows
@@ -200,7 +200,7 @@ class DecodedSource:
                 mask = None if self._deleted is None else self._deleted.keep_mask(start, n)
                 start += n
                 yield conform_batch(
-                    batch if mask is None else kernels.filter(batch, mask),
+                    batch if mask is None else pc.filter(batch, mask),
                     options.target,
                     by_field_id=options.by_field_id,
                 )
@@ -291,7 +291,7 @@ def _missing(field: pa.Field, n: int) -> pa.Array:
         return pa.array([b""] * n, t)
     if pa.types.is_boolean(t):
         return pa.repeat(False, n)
-    return kernels.cast(pa.repeat(0, n), t)
+    return pc.cast(pa.repeat(0, n), t)
 
 
 def _rebased(array: pa.Array) -> tuple[pa.Array, int, int]:
@@ -299,7 +299,7 @@ def _rebased(array: pa.Array) -> tuple[pa.Array, int, int]:
     built from a slice's own offsets would be rejected)."""
     offsets = array.offsets
     start = offsets[0].as_py()
-    return kernels.subtract(offsets, start), start, offsets[-1].as_py() - start
+    return pc.subtract(offsets, start), start, offsets[-1].as_py() - start
 
 
 def _conform(array: pa.Array | None, target: pa.Field, n: int, by_field_id: bool) -> pa.Array:
@@ -310,7 +310,7 @@ def _conform(array: pa.Array | None, target: pa.Field, n: int, by_field_id: bool
     unmatched fields with nulls silently."""
     if array is None:
         return _missing(target, n)
-    t, mask = target.type, (kernels.is_null(array) if array.null_count else None)
+    t, mask = target.type, (pc.is_null(array) if array.null_count else None)
     if pa.types.is_struct(t) and pa.types.is_struct(array.type):
         fields = list(array.type)
         children = []
@@ -325,21 +325,19 @@ def _conform(array: pa.Array | None, target: pa.Field, n: int, by_field_id: bool
         values = _conform(array.values.slice(start, length), t.value_field, length, by_field_id)
         cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
         width = pa.int64() if pa.types.is_large_list(t) else pa.int32()
-        return cls.from_arrays(kernels.cast(offsets, width), values, type=t, mask=mask)
+        return cls.from_arrays(pc.cast(offsets, width), values, type=t, mask=mask)
     if pa.types.is_map(t) and pa.types.is_map(array.type):
         offsets, start, length = _rebased(array)
         keys = _conform(array.keys.slice(start, length), t.key_field, length, by_field_id)
         items = _conform(array.items.slice(start, length), t.item_field, length, by_field_id)
-        return pa.MapArray.from_arrays(
-            kernels.cast(offsets, pa.int32()), keys, items, type=t, mask=mask
-        )
+        return pa.MapArray.from_arrays(pc.cast(offsets, pa.int32()), keys, items, type=t, mask=mask)
     if array.type != t:
         if not _readable_as(array.type, t):
             raise SchemaMismatchError(
                 f"column {target.name!r} is {array.type} in the file, which the table's {t} "
                 "cannot hold (not a type widening Delta allows)"
             )
-        return kernels.cast(array, t)  # safe: a value the table's type cannot hold raises
+        return pc.cast(array, t)  # safe: a value the table's type cannot hold raises
     return array
 
 
@@ -399,7 +397,7 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, by_field_id: bool
             return batch
         if batch.schema.equals(target):
             return pa.RecordBatch.from_arrays(batch.columns, schema=target)
-        columns = [kernels.cast(c, f.type) for c, f in zip(columns, target, strict=True)]
+        columns = [pc.cast(c, f.type) for c, f in zip(columns, target, strict=True)]
     return pa.RecordBatch.from_arrays(columns, schema=target)
 
 

@@ -46,9 +46,8 @@ from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-from rlcd.parquet import kernels
 
 __all__ = (
     "DICTIONARY",
@@ -392,17 +391,17 @@ def distinct_estimate(blocks: Sequence[pa.Array], whole: int) -> int:
       adds to the values seen those the sample missed, judged from how many were seen in one
       block only (Q1) and in two (Q2).
     """
-    seen = [u for u in (kernels.unique(kernels.drop_null(b)) for b in blocks) if len(u)]
+    seen = [u for u in (pc.unique(pc.drop_null(b)) for b in blocks) if len(u)]
     if not seen:
         return 0
     live = sum(len(b) - int(b.null_count) for b in blocks)
-    incidence = kernels.value_counts(pa.chunked_array(seen)).field("counts")
+    incidence = pc.value_counts(pa.chunked_array(seen)).field("counts")
     distinct, m = len(incidence), len(seen)
     proportional = distinct * whole // live
     if m == 1:  # no second block to tell what the sample missed
         return min(whole, proportional)
-    once = int(kernels.sum(kernels.equal(incidence, _int64(1))).as_py() or 0)
-    twice = int(kernels.sum(kernels.equal(incidence, _int64(2))).as_py() or 0)
+    once = int(pc.sum(pc.equal(incidence, _int64(1))).as_py() or 0)
+    twice = int(pc.sum(pc.equal(incidence, _int64(2))).as_py() or 0)
     chao2 = distinct + int((m - 1) / m * once * (once - 1) / (2 * (twice + 1)))
     return max(distinct, min(whole, proportional, chao2))
 
@@ -447,7 +446,7 @@ def _value_bytes(t: pa.DataType, sample: pa.ChunkedArray, live: int) -> float:
     if pa.types.is_decimal(t):  # stored as INT32 or INT64 up to 18 digits (as Spark does)
         return 4 if t.precision <= 9 else 8 if t.precision <= 18 else 16
     if _variable_width(t):
-        lengths = kernels.sum(kernels.binary_length(sample)).as_py() or 0
+        lengths = pc.sum(pc.binary_length(sample)).as_py() or 0
         return float(lengths) / live + 4
     return max(4, int(t.bit_width) // 8)  # Parquet stores int8 and int16 as INT32
 
@@ -484,9 +483,9 @@ def _integers(live: pa.Array) -> pa.Int64Array:
         words = pa.Array.from_buffers(
             pa.int64(), halves, [None, live.buffers()[1]], offset=2 * live.offset
         )
-        return kernels.take(words, pa.arange(0, halves, 2))
+        return pc.take(words, pa.arange(0, halves, 2))
     physical = pa.int64() if live.type.bit_width == 64 else pa.int32()
-    return kernels.cast(live.view(physical), pa.int64())
+    return pc.cast(live.view(physical), pa.int64())
 
 
 def _delta_bytes(sample: pa.ChunkedArray) -> int:
@@ -495,22 +494,22 @@ def _delta_bytes(sample: pa.ChunkedArray) -> int:
     of their range."""
     total, miniblocks = 0, []
     for chunk in sample.chunks:
-        values = _integers(kernels.drop_null(chunk))
+        values = _integers(pc.drop_null(chunk))
         if len(values) < 2:
             total += 8 * len(values)
             continue
-        deltas = kernels.pairwise_diff(values).slice(1)  # wraps on overflow, as the encoder does
+        deltas = pc.pairwise_diff(values).slice(1)  # wraps on overflow, as the encoder does
         # a last, partial miniblock is padded with its own last delta: same range
         miniblocks += [deltas, pa.repeat(deltas[-1], -len(deltas) % _MINIBLOCK)]
         total += _BLOCK_HEADER_BYTES * (len(deltas) // (4 * _MINIBLOCK) + 1)
     if miniblocks:
         low, high = _miniblock_extremes(pa.concat_arrays(miniblocks))
         # the range of each miniblock, exactly (wrapping in unsigned arithmetic)
-        spread = kernels.subtract(high.view(pa.uint64()), low.view(pa.uint64()))
-        widths = kernels.ceil(
-            kernels.log2(kernels.add(kernels.cast(spread, pa.float64(), safe=False), _ONE)),
+        spread = pc.subtract(high.view(pa.uint64()), low.view(pa.uint64()))
+        widths = pc.ceil(
+            pc.log2(pc.add(pc.cast(spread, pa.float64(), safe=False), _ONE)),
         )
-        total += int(kernels.sum(widths).as_py()) * _MINIBLOCK // 8
+        total += int(pc.sum(widths).as_py()) * _MINIBLOCK // 8
     return total
 
 
@@ -528,10 +527,10 @@ def _miniblock_extremes(deltas: pa.Int64Array) -> tuple[pa.Int64Array, pa.Int64A
     miniblocks out column by column, so their 32 columns are 32 slices compared element-wise."""
     blocks = len(deltas) // _MINIBLOCK
     i, width = pa.arange(0, len(deltas)), _int64(blocks)
-    by_column = kernels.add(
-        kernels.multiply(kernels.remainder(i, width), _int64(_MINIBLOCK)),
-        kernels.divide(i, width),
+    by_column = pc.add(
+        pc.multiply(pc.remainder(i, width), _int64(_MINIBLOCK)),
+        pc.divide(i, width),
     )
-    columns = kernels.take(deltas, by_column)
+    columns = pc.take(deltas, by_column)
     parts = [columns.slice(j * blocks, blocks) for j in range(_MINIBLOCK)]
-    return kernels.min_element_wise(*parts), kernels.max_element_wise(*parts)
+    return pc.min_element_wise(*parts), pc.max_element_wise(*parts)

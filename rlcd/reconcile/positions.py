@@ -12,9 +12,8 @@ import struct
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import AbstractBitMap64, BitMap, FrozenBitMap64
-
-from rlcd.parquet import kernels
 
 __all__ = ("DeletedRows", "positions_array", "positions_bitmap")
 __pure__ = True
@@ -38,9 +37,9 @@ def positions_bitmap(positions: pa.Array) -> FrozenBitMap64:
     if not len(positions):
         return FrozenBitMap64()
     if positions[-1].as_py() <= _MAX_32:
-        small = BitMap(_values(kernels.cast(positions, pa.uint32()), "I"))
+        small = BitMap(_values(pc.cast(positions, pa.uint32()), "I"))
         return FrozenBitMap64.deserialize(_ONE_BUCKET + small.serialize())
-    return FrozenBitMap64(_values(kernels.cast(positions, pa.uint64()), "Q"))
+    return FrozenBitMap64(_values(pc.cast(positions, pa.uint64()), "Q"))
 
 
 def _values(integers: pa.Array, typecode: str) -> array.array[int]:
@@ -71,7 +70,5 @@ class DeletedRows:
         upto = self._bitmap.rank(start + n - 1) if n else below
         if below == upto:
             return None
-        rows = kernels.subtract(self._positions.slice(below, upto - below), start)
-        return kernels.is_null(
-            kernels.scatter(pa.repeat(False, upto - below), rows, max_index=n - 1)
-        )
+        rows = pc.subtract(self._positions.slice(below, upto - below), start)
+        return pc.is_null(pc.scatter(pa.repeat(False, upto - below), rows, max_index=n - 1))

@@ -29,10 +29,10 @@ from __future__ import annotations
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import AbstractBitMap64, FrozenBitMap64
 
 from rlcd.delta.outcome import Abort
-from rlcd.parquet import kernels
 from rlcd.reconcile.positions import positions_array, positions_bitmap
 
 __all__ = (
@@ -62,7 +62,7 @@ def _ranks(dv: AbstractBitMap64, positions: AbstractBitMap64) -> pa.UInt64Array:
     rows = positions_array(positions)
     if not len(dv):
         return rows
-    return kernels.subtract(rows, kernels.search_sorted(positions_array(dv), rows, side="left"))
+    return pc.subtract(rows, pc.search_sorted(positions_array(dv), rows, side="left"))
 
 
 def _place(
@@ -74,7 +74,7 @@ def _place(
             POSITION_OUTSIDE_RUN,
             f"{what}: rank {ranks[-1].as_py()} is outside the run of {live} live rows",
         )
-    return positions_bitmap(kernels.add(ranks, pa.scalar(row_offset, pa.uint64())))
+    return positions_bitmap(pc.add(ranks, pa.scalar(row_offset, pa.uint64())))
 
 
 def _check_run(row_offset: int, live: int) -> None:

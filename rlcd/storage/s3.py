@@ -22,13 +22,9 @@
   ``Content-Length`` (a short body is retried), and a source file is then parsed by the Parquet
   decoder, which refuses a broken footer, page header or compressed page, and whose row count
   is checked against the footer's. delta-rs (object_store) sends and checks no checksum at all.
-- **Data requests** (the GET of every source, the UploadPart of every part) skip botocore's
-  request pipeline, which costs event-loop CPU on every request, and aiohttp, which copies
-  every response byte twice: they go out on rlcd's own HTTP/1.1 connections
-  (:mod:`rlcd.storage._http1`, a body received straight into one buffer) with botocore's TLS
-  settings and the client's timeouts, signed by :mod:`rlcd.storage._sigv4` with the client's
-  credentials: see :class:`_Route`. botocore still resolves where a bucket is and sends
-  everything else, and every request to a bucket reached through a proxy.
+- **One path**: every request, the data requests (the GET of every source, the UploadPart of
+  every part) included, goes through aiobotocore's public client API, with the client's
+  timeouts and connection limit; no private attribute of botocore or aiobotocore is read.
 - **Conditional writes**: ``put_if_absent`` is ``PutObject`` with ``If-None-Match: *``. A 412
   means the key is taken, and the stored bytes decide whether by us: a write can land while
   its answer is lost, and then our retry, or aiohttp's own silent resend of the idempotent
@@ -44,20 +40,18 @@ import base64
 import gzip
 import json
 import os
-import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from functools import cache, partial
 from typing import Any, Self, TypeVar, cast
-from urllib.parse import urlsplit
-from xml.etree import ElementTree
 
 import aiohttp
 import aiohttp.payload
 import anyio.to_thread
+import botocore
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession
 from botocore.exceptions import (
@@ -74,6 +68,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.loaders import JSONFileLoader, Loader, create_loader
 from botocore.utils import parse_timestamp
 
+from rlcd import __version__
 from rlcd.errors import (
     ConfigError,
     InternalError,
@@ -81,10 +76,8 @@ from rlcd.errors import (
     StorageError,
     TransientStorageError,
 )
-from rlcd.storage._http1 import HttpPool, Origin
 from rlcd.storage._keys import check_batch, check_key, check_prefix, check_range
 from rlcd.storage._multipart import MultipartWriter, Pieces
-from rlcd.storage._sigv4 import SigningKey, canonical_query, quote_key, sign
 from rlcd.storage.base import (
     AlreadyExists,
     Mismatch,
@@ -182,14 +175,19 @@ def _load_models(loader: Loader) -> None:
 
 
 def _timestamp(value: Any) -> datetime:
-    """A timestamp in a response: an ISO 8601 date-time (S3's XML bodies:
-    ``2026-12-03T17:22:38.000Z``) by ``datetime.fromisoformat``, far cheaper than botocore's
-    dateutil parser, where a listing's CPU went mostly; anything else (an HTTP date in a header,
-    epoch seconds) as botocore parses it."""
-    if isinstance(value, str) and "T" in value:
+    """A timestamp in a response, parsed far more cheaply than by botocore's dateutil parser
+    (where a listing's CPU, and a millisecond of every GET and HEAD, went): an HTTP date (the
+    ``Last-Modified`` header: ``Sat, 05 Dec 2026 12:36:50 GMT``) by the standard library's
+    ``parsedate_to_datetime``, an ISO 8601 date-time (S3's XML bodies:
+    ``2026-12-03T17:22:38.000Z``) by ``datetime.fromisoformat``; anything else (epoch seconds)
+    as botocore parses it."""
+    if isinstance(value, str):
         with suppress(ValueError):
-            parsed = datetime.fromisoformat(value)
-            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+            if value.endswith(" GMT"):
+                return parsedate_to_datetime(value)
+            if "T" in value:
+                parsed = datetime.fromisoformat(value)
+                return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
     return cast(datetime, parse_timestamp(value))
 
 
@@ -205,8 +203,6 @@ class S3Client:
         self._stack = AsyncExitStack()
         self._api: Any = None
         self._closed = False
-        self._routes: dict[str, _Route | None] = {}
-        self._pool: HttpPool | None = None  # the data requests' connections, made with a route
 
     async def __aenter__(self) -> Self:
         if self._api is not None or self._closed:
@@ -231,10 +227,8 @@ class S3Client:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pools; every store made from this client stops working."""
+        """Close the connection pool; every store made from this client stops working."""
         self._closed = True
-        if self._pool is not None:
-            await self._pool.aclose()
         await self._stack.aclose()
 
     def store(self, uri: TableUri) -> S3Store:
@@ -249,61 +243,6 @@ class S3Client:
         if self._closed or self._api is None:
             raise StorageError("S3 client is not open", operation=operation, key=key)
         return self._api
-
-    async def _route(self, bucket: str) -> _Route | None:
-        """How ``bucket``'s data requests are sent past botocore, or None where only botocore
-        will do: no credentials, a proxy between us and the bucket, TLS settings we cannot take
-        from botocore, or (later, see :meth:`_Route.conclusive`) an answer botocore would have
-        treated differently."""
-        if self._closed:  # a cached route's pool is closed too: say so, do not retry
-            self._raw("open", bucket)
-        if bucket not in self._routes:
-            api = self._raw("open", bucket)
-            route = None
-            credentials = getattr(getattr(api, "_request_signer", None), "_credentials", None)
-            session = getattr(getattr(api, "_endpoint", None), "http_session", None)
-            region = api.meta.region_name
-            if credentials is not None and session is not None and region:
-                with suppress(BotoCoreError, ClientError, ValueError):
-                    # botocore's endpoint rules and addressing style give the URL of a key
-                    url = await api.generate_presigned_url(
-                        "get_object", Params={"Bucket": bucket, "Key": "k"}, ExpiresIn=60
-                    )
-                    pool = await self._http_pool(session, url)
-                    if pool is not None:
-                        route = _Route.of(url, region, credentials, pool)
-            self._routes[bucket] = route
-        return self._routes[bucket]
-
-    async def _http_pool(self, session: Any, url: str) -> HttpPool | None:
-        """The data requests' connection pool, made on first use with the TLS context botocore
-        would use (its ``verify`` setting, CA bundle and client certificate); None where
-        requests to ``url`` go through a proxy, or botocore's session is not the one this
-        module knows."""
-        proxies = getattr(session, "_proxy_config", None)
-        build = getattr(session, "_build_ssl_contexts", None)
-        if proxies is None or build is None or proxies.proxy_url_for(url):
-            return None
-        https = url.startswith("https:")
-        if self._pool is None:
-            context: ssl.SSLContext | None = None
-            if https:
-                context, _ = await anyio.to_thread.run_sync(build, None)  # reads the CA bundle
-            if self._pool is None:  # a route made meanwhile made one: keep that
-                config = self.config
-                self._pool = HttpPool(
-                    limit=config.max_connections,
-                    connect_timeout=config.connect_timeout_s,
-                    read_timeout=config.read_timeout_s,
-                    ssl_context=context,
-                )
-        # one client has one endpoint: an https bucket after an http one would be odd, and
-        # goes through botocore
-        return self._pool if self._pool.tls or not https else None
-
-    def _drop_route(self, bucket: str) -> None:
-        """Send ``bucket``'s requests through botocore from now on."""
-        self._routes[bucket] = None
 
 
 def _client_args(config: S3Config) -> dict[str, Any]:
@@ -323,6 +262,9 @@ def _client_args(config: S3Config) -> dict[str, Any]:
         # our arguments are built by this module, typed; botocore's validation would also
         # refuse the request bodies that spare the copies (_Body)
         "parameter_validation": False,
+        # a fixed User-Agent: botocore otherwise builds its own twice a request, from a dozen
+        # sanitised parts (about a millisecond of event-loop CPU each time)
+        "user_agent": f"rlcd/{__version__} botocore/{botocore.__version__}",
     }
     # botocore would SHA-256 every body it signs (always over plain HTTP, and over HTTPS
     # without a checksum header botocore set itself); the CRC32 header already guards it
@@ -341,74 +283,6 @@ def _client_args(config: S3Config) -> dict[str, Any]:
         args["aws_secret_access_key"] = config.secret_access_key
         args["aws_session_token"] = config.session_token
     return args
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    """The answer to a request sent by a :class:`_Route`, its body read whole (``until_close``:
-    a body of no stated length, which nothing shows whole)."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytearray
-    until_close: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    """A bucket's data requests (GET, UploadPart) sent past botocore's request pipeline, which
-    costs event-loop CPU on every request (serialisation, endpoint rules, event hooks,
-    parsing), on rlcd's own connections (:mod:`rlcd.storage._http1`) and signed by
-    :mod:`rlcd.storage._sigv4` with the client's own credentials and region.
-
-    Only a conclusive answer is taken from it; any other (a redirect to the bucket's region, a
-    refused signature, an access denial) sends the request through botocore instead, which
-    follows redirects and has the final word.
-    """
-
-    origin: Origin
-    prefix: str  # the encoded path before a key: "/" or "/bucket/"
-    region: str
-    credentials: Any = field(repr=False)
-    pool: HttpPool = field(repr=False)
-
-    @classmethod
-    def of(cls, url: str, region: str, credentials: Any, pool: HttpPool) -> _Route | None:
-        """The route for the bucket of ``url``, botocore's URL of its key ``k``."""
-        parts = urlsplit(url)
-        if not parts.path.endswith("/k") or parts.scheme not in {"http", "https"}:
-            return None
-        return cls(Origin.of(url), parts.path[:-1], region, credentials, pool)
-
-    async def send(
-        self,
-        method: str,
-        s3key: str,
-        *,
-        query: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-        body: Pieces = (),
-    ) -> _Reply:
-        """One request; the whole response body is read (data requests are bounded)."""
-        frozen = await self.credentials.get_frozen_credentials()
-        key = SigningKey(frozen.access_key, frozen.secret_key, frozen.token)
-        path = self.prefix + quote_key(s3key)
-        qs = canonical_query(query or {})
-        now = datetime.now(UTC)
-        host = self.origin.netloc
-        signed = sign(method, host, path, qs, headers or {}, key=key, region=self.region, when=now)
-        target = f"{path}?{qs}" if qs else path
-        signed["accept-encoding"] = "identity"  # the bytes as stored (unsigned, as botocore)
-        response = await self.pool.request(self.origin, method, target, signed, body)
-        return _Reply(response.status, response.headers, response.body, response.until_close)
-
-    @staticmethod
-    def conclusive(reply: _Reply) -> bool:
-        """Whether botocore would have taken ``reply`` as it is: a success whose body is known
-        whole, a missing key or range, or a failure worth retrying."""
-        if reply.status < 300:
-            return not reply.until_close
-        return reply.status in {404, 416, 429} or reply.status >= 500
 
 
 class S3Store:
@@ -626,19 +500,7 @@ class S3Store:
         current = await self._current(key)
         return Written(key, current.etag) if current is not None and current.data == data else None
 
-    async def _get_once(self, key: str, extra: dict[str, str]) -> bytes | bytearray:
-        route = await self._client._route(self._bucket)
-        if route is not None:
-            headers = {"range": extra["Range"]} if "Range" in extra else None
-            with _translate("get", key):
-                reply = await route.send("GET", self._base + key, headers=headers)
-            if reply.status == 416:
-                return b""  # the range starts at or past the end: clipped, like a slice
-            if route.conclusive(reply):
-                _check_reply(reply, "get", key)
-                _check_range(extra, "content-range" in reply.headers, key)
-                return reply.body
-            self._client._drop_route(self._bucket)
+    async def _get_once(self, key: str, extra: dict[str, str]) -> bytes:
         try:
             with _translate("get", key):
                 response = await self._api("get", key).get_object(
@@ -722,28 +584,6 @@ class _S3Parts:
 
     async def upload_part(self, key: str, upload_id: str, number: int, data: Pieces) -> str:
         checksum = await anyio.to_thread.run_sync(_crc32, data)  # zlib lets go of the GIL
-        store = self._store
-        route = await store._client._route(store._bucket)
-        if route is not None:
-            s3key = store._key("write", key)
-
-            async def once() -> str | None:
-                with _translate("write", key):
-                    reply = await route.send(
-                        "PUT",
-                        s3key,
-                        query={"partNumber": str(number), "uploadId": upload_id},
-                        headers={"x-amz-checksum-crc32": checksum},
-                        body=data,
-                    )
-                if not route.conclusive(reply):
-                    return None
-                _check_reply(reply, "write", key)
-                return reply.headers.get("etag")  # none: botocore sends it again, and judges
-
-            if (tag := await store._retry("write", key, once)) is not None:
-                return tag
-            store._client._drop_route(store._bucket)
         response = await self._call(
             "write",
             key,
@@ -797,7 +637,7 @@ def _translate(operation: str, key: str) -> Iterator[None]:
         yield
     except ClientError as exc:
         raise _from_client_error(exc, operation, key) from exc
-    except (SSLError, ssl.SSLCertVerificationError) as exc:
+    except SSLError as exc:
         raise StorageError(str(exc), operation=operation, key=key) from exc
     except _TRANSIENT_EXCEPTIONS as exc:
         message = f"{type(exc).__name__}: {exc}"
@@ -816,18 +656,6 @@ def _from_client_error(exc: Any, operation: str, key: str) -> StorageError:
     error = exc.response.get("Error", {})
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
     return _error(str(error.get("Code", "")), status, error.get("Message", ""), operation, key)
-
-
-def _check_reply(reply: _Reply, operation: str, key: str) -> None:
-    """Raise the rlcd error for a direct request's error response (S3's XML error body)."""
-    if reply.status < 300:
-        return
-    code = message = ""
-    with suppress(ElementTree.ParseError):
-        root = ElementTree.fromstring(reply.body) if reply.body else None
-        if root is not None:
-            code, message = root.findtext("Code") or "", root.findtext("Message") or ""
-    raise _error(code or str(reply.status), reply.status, message, operation, key)
 
 
 def _check_range(request: dict[str, str], ranged: bool, key: str) -> None:

@@ -35,9 +35,6 @@ async def test_stores_share_one_client(moto_endpoint: str, s3_bucket: str) -> No
         await b.get("_delta_log/0.json")
     with pytest.raises(StorageError, match="client is not open"):
         client.store(TableUri.parse(f"s3://{s3_bucket}/tables/c"))
-    # the data requests' route is cached, its connections closed: no retrying on them
-    with pytest.raises(StorageError, match="client is not open"):
-        await client._route(s3_bucket)
 
 
 async def test_bucket_root_and_foreign_objects(moto_endpoint: str, s3_bucket: str) -> None:

@@ -7,24 +7,21 @@ import importlib.metadata
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import fixture_table
 from tests.e2e.cli import in_command, rlcd
-from tests.integration.tables import append, evolving, partitioned
+from tests.integration.tables import partitioned
 
 pytestmark = pytest.mark.e2e
 
 S3_STACK = ("aiobotocore", "aiohttp", "botocore", "rlcd.storage.s3")
 
 
-def run_imports(*args: str) -> tuple[set[str], str]:
-    """Every module ``python -X importtime -m rlcd *args`` imports (its importtime lines), and
-    what the command printed."""
+def imported(*args: str) -> set[str]:
+    """Every module ``python -X importtime -m rlcd *args`` imports (its importtime lines)."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "rlcd", *args],
         capture_output=True,
@@ -35,11 +32,7 @@ def run_imports(*args: str) -> tuple[set[str], str]:
     lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
     names = {line.rsplit("|", 1)[1].strip() for line in lines[1:]}  # [0] is the header
     assert "rlcd.cli.main" in names
-    return names, done.stdout
-
-
-def imported(*args: str) -> set[str]:
-    return run_imports(*args)[0]
+    return names
 
 
 def _under(names: set[str], packages: tuple[str, ...]) -> set[str]:
@@ -86,41 +79,6 @@ def test_local_compaction_imports_no_s3_module(tmp_path: Path) -> None:
     assert "rlcd.compaction.rewrite" in names  # it did compact
     assert _under(names, S3_STACK) == set()
     assert "rlcd.delta.predicate" not in names
-
-
-def _all_types_twice(path: Path) -> None:
-    """Spark's every-type rows (nested structs, arrays, maps) appended twice: a bin of two."""
-    rows = pq.read_table(next(fixture_table("parquet-all-types").glob("*.parquet")))
-    append(path, rows)
-    append(path, rows)
-
-
-def _fixture_copy(name: str) -> Callable[[Path], None]:
-    return lambda path: shutil.copytree(fixture_table(name), path)
-
-
-@pytest.mark.parametrize(
-    "build",
-    [
-        pytest.param(_all_types_twice, id="all-types"),  # nested stats, maps and arrays
-        pytest.param(_fixture_copy("dv-with-columnmapping"), id="dvs-column-mapping"),
-        pytest.param(_fixture_copy("type-widening"), id="type-widening"),  # columns cast
-        pytest.param(evolving, id="missing-column"),  # a column filled with nulls
-        pytest.param(partitioned, id="partitioned"),
-    ],
-)
-def test_compaction_calls_kernels_without_pyarrow_compute(
-    tmp_path: Path, build: Callable[[Path], None]
-) -> None:
-    """A compaction (statistics, deletion vectors dropped, columns conformed, encodings
-    chosen) calls Arrow's kernels directly: ``pyarrow.compute``, 22 ms of wrappers built at
-    import, is not imported (:mod:`rlcd.parquet.kernels`)."""
-    table = tmp_path / "t"
-    build(table)
-    modules, printed = run_imports("compact", str(table))
-    assert "committed version" in printed, printed  # it did rewrite
-    assert "pyarrow._compute" in modules
-    assert "pyarrow.compute" not in modules
 
 
 def test_the_command_loads_none_of_pyarrows_remote_filesystems() -> None:

@@ -61,7 +61,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "rlcd.storage": _SHARED,
     "rlcd.delta": _SHARED | {"rlcd.storage"},
     "rlcd.parquet": _SHARED,
-    "rlcd.reconcile": _SHARED | {"rlcd.delta", "rlcd.parquet"},
+    "rlcd.reconcile": _SHARED | {"rlcd.delta"},
     "rlcd.compaction": _SHARED | _ENGINE,
     "rlcd.operations": _SHARED | _ENGINE | {"rlcd.compaction"},
     "rlcd.daemon": _SHARED | _ENGINE | {"rlcd.compaction", "rlcd.operations"},

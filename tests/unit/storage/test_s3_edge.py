@@ -18,11 +18,11 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
     ResponseStreamingError,
     SSLError,
 )
+from botocore.utils import parse_timestamp  # type: ignore[import-untyped]
 
 from rlcd.errors import ConfigError, NotFoundError, StorageError, TransientStorageError
 from rlcd.storage import RetryPolicy, S3Config
-from rlcd.storage._http1 import HttpError
-from rlcd.storage.s3 import _translate
+from rlcd.storage.s3 import _timestamp, _translate
 
 
 def client_error(code: str, status: int, message: str = "") -> ClientError:
@@ -98,7 +98,6 @@ def test_other_client_errors_are_final(code: str, status: int) -> None:
         aiohttp.ClientPayloadError("truncated"),
         ConnectionResetError(104, "Connection reset by peer"),
         TimeoutError(),
-        HttpError("connection closed before the response was whole (5 bytes received)"),
         ssl.SSLEOFError(8, "EOF occurred in violation of protocol"),
     ],
 )
@@ -106,14 +105,8 @@ def test_connection_failures_are_transient(error: Exception) -> None:
     assert isinstance(translated(error), TransientStorageError)
 
 
-@pytest.mark.parametrize(
-    "error",
-    [
-        SSLError(endpoint_url="http://s3", error="bad certificate"),
-        ssl.SSLCertVerificationError(1, "certificate verify failed"),  # rlcd's own connections
-    ],
-)
-def test_certificate_problems_are_final(error: Exception) -> None:
+def test_certificate_problems_are_final() -> None:
+    error = SSLError(endpoint_url="http://s3", error="bad certificate")
     assert not isinstance(translated(error), TransientStorageError)
 
 
@@ -164,3 +157,20 @@ def test_config_defaults_defer_to_botocore() -> None:
     assert (config.endpoint_url, config.region, config.profile) == (None, None, None)
     assert (config.access_key_id, config.addressing_style) == (None, None)
     assert config.retry == RetryPolicy()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Sat, 05 Dec 2026 12:36:50 GMT",  # Last-Modified, an HTTP date
+        "Thu, 29 Feb 2024 00:00:01 GMT",
+        "2026-12-03T17:22:38.000Z",  # S3's XML bodies
+        "2026-12-03T17:22:38+01:00",
+        "1764955010",  # epoch seconds
+    ],
+)
+def test_timestamps_parse_as_botocore_parses_them(value: str) -> None:
+    """The cheap parsers give botocore's answer, an aware datetime, for each form S3 sends."""
+    parsed = _timestamp(value)
+    assert parsed.tzinfo is not None
+    assert parsed == parse_timestamp(value)
