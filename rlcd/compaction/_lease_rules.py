@@ -12,6 +12,11 @@ folders starting with ``_``):
 - **ours**: renew it (put-if-match on the ETag just read), every third of the TTL;
 - **another's, expired** (``expires_ms <= now_ms``): take it over, the same compare-and-swap,
   so of two runs taking over one expired lease one wins;
+- **another's, left by an ended process of this host** (its ``host`` is ours and its ``pid``
+  runs no more, as the caller's ``alive`` says): taken over at once, as if expired, so a run
+  after a ``kill -9`` does not wait out the TTL. A host name shared by separate PID namespaces
+  (containers on the host network) can mistake a live holder for an ended one: the cost is
+  duplicate work, as with clocks;
 - **another's, live**, or **unreadable** (not a lease this version of rlcd understands): skip
   the table; an unreadable lease is never overwritten (a newer rlcd may have written it), so it
   needs a person: the skip says so.
@@ -26,6 +31,7 @@ are idempotent on identical bytes).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -58,20 +64,26 @@ class Lease:
     acquired_ms: int
     expires_ms: int
     seq: int = 0
+    host: str = ""
+    pid: int = 0
 
     def __post_init__(self) -> None:
-        if not self.holder or self.acquired_ms > self.expires_ms or self.seq < 0:
+        if not self.holder or self.acquired_ms > self.expires_ms or min(self.seq, self.pid) < 0:
             raise ValueError(f"not a lease: {self}")
 
     @classmethod
-    def new(cls, holder: str, owner: str, *, now_ms: int, ttl_ms: int) -> Lease:
-        """A lease taken at ``now_ms`` for ``ttl_ms``."""
-        return cls(holder, owner, now_ms, now_ms + ttl_ms)
+    def new(
+        cls, holder: str, owner: str, *, now_ms: int, ttl_ms: int, host: str = "", pid: int = 0
+    ) -> Lease:
+        """A lease taken at ``now_ms`` for ``ttl_ms`` by process ``pid`` of ``host``."""
+        return cls(holder, owner, now_ms, now_ms + ttl_ms, host=host, pid=pid)
 
     def renewed(self, *, now_ms: int, ttl_ms: int) -> Lease:
         """This lease extended to ``now_ms + ttl_ms`` (never shortened)."""
         expires = max(self.expires_ms, now_ms + ttl_ms)
-        return Lease(self.holder, self.owner, self.acquired_ms, expires, self.seq + 1)
+        return Lease(
+            self.holder, self.owner, self.acquired_ms, expires, self.seq + 1, self.host, self.pid
+        )
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -82,6 +94,8 @@ class Lease:
                 "acquiredMs": self.acquired_ms,
                 "expiresMs": self.expires_ms,
                 "seq": self.seq,
+                "host": self.host,
+                "pid": self.pid,
             },
             separators=(",", ":"),
         ).encode()
@@ -103,7 +117,10 @@ class Lease:
         if not isinstance(holder, str) or not isinstance(owner, str):
             raise ValueError("a lease needs a holder and an owner")
         acquired, expires, seq = (_integer(raw, k) for k in ("acquiredMs", "expiresMs", "seq"))
-        return cls(holder, owner, acquired, expires, seq)
+        host, pid = raw.get("host", ""), raw.get("pid", 0)
+        if not isinstance(host, str) or type(pid) is not int:
+            raise ValueError("a lease's host is a string and its pid an integer")
+        return cls(holder, owner, acquired, expires, seq, host, pid)
 
     def describe(self) -> str:
         """Who holds it and until when, for people."""
@@ -153,8 +170,20 @@ class Busy:
 Step = Create | Renew | TakeOver | Busy
 
 
-def decide(found: bytes | None, *, holder: str, now_ms: int) -> Step:
-    """What the run ``holder`` does about the lease object's bytes ``found`` (None: absent)."""
+def _never_ended(_pid: int) -> bool:
+    return True
+
+
+def decide(
+    found: bytes | None,
+    *,
+    holder: str,
+    now_ms: int,
+    host: str = "",
+    alive: Callable[[int], bool] = _never_ended,
+) -> Step:
+    """What the run ``holder`` on ``host`` does about the lease object's bytes ``found``
+    (None: absent); ``alive`` says whether a process of this host still runs."""
     if found is None:
         return Create()
     try:
@@ -165,6 +194,7 @@ def decide(found: bytes | None, *, holder: str, now_ms: int) -> Step:
         )
     if lease.holder == holder:
         return Renew(lease)
-    if lease.expires_ms <= now_ms:
+    ended = bool(host) and lease.host == host and lease.pid > 0 and not alive(lease.pid)
+    if lease.expires_ms <= now_ms or ended:
         return TakeOver(lease)
     return Busy(lease)

@@ -67,6 +67,17 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host still runs (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
 class LeaseHold:
     """A lease this run holds on one table; :func:`hold_lease` renews and releases it.
 
@@ -140,12 +151,14 @@ async def take_lease(
         raise ValueError(f"a lease's TTL must be positive, got {ttl_s}")
     ttl_ms = max(1, round(ttl_s * 1000))
     holder = uuid.uuid4().hex
+    host = socket.gethostname()
     step: Step = Create()
     for _ in range(_TAKE_ATTEMPTS):  # a lost race reads the lease again
         current = await _read(store)
         now = now_ms()
-        step = decide(None if current is None else current.data, holder=holder, now_ms=now)
-        lease = Lease.new(holder, owner, now_ms=now, ttl_ms=ttl_ms)
+        found = None if current is None else current.data
+        step = decide(found, holder=holder, now_ms=now, host=host, alive=_alive)
+        lease = Lease.new(holder, owner, now_ms=now, ttl_ms=ttl_ms, host=host, pid=os.getpid())
         result: PutResult | SwapResult
         if isinstance(step, Create):
             result = await store.put_if_absent(LEASE_KEY, lease.encode())

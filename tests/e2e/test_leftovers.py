@@ -42,7 +42,8 @@ def content(table: Path) -> pa.Table:
 
 
 def temp_files(table: Path) -> list[Path]:
-    return [p for p in table.rglob("*") if is_temp_name(p.name)]
+    """The outputs' temp files (not the lease's, which the run writes first under ``_rlcd``)."""
+    return [p for p in table.rglob("*") if is_temp_name(p.name) and "_rlcd" not in p.parts]
 
 
 def start_compact(table: Path, *args: str) -> subprocess.Popen[str]:

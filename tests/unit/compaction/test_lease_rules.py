@@ -36,6 +36,27 @@ def test_an_expired_lease_of_another_run_is_taken_over() -> None:
 
 
 @pytest.mark.parametrize(
+    ("host", "ended", "taken"),
+    [("vm", True, True), ("vm", False, False), ("other", True, False), ("", True, False)],
+)
+def test_a_live_lease_of_an_ended_process_of_this_host_is_taken_over(
+    host: str, ended: bool, taken: bool
+) -> None:
+    """A live lease whose process on this host has ended (killed) is taken over at once; a
+    running one, or one of another host (whose processes this host cannot see), is not."""
+    data = Lease(THEIRS, "o", 1_000, 9_000, host="vm", pid=4242).encode()
+    step = decide(data, holder=MINE, now_ms=1_500, host=host, alive=lambda pid: not ended)
+    assert isinstance(step, TakeOver if taken else Busy)
+
+
+def test_host_and_pid_round_trip() -> None:
+    """The holder's host and pid survive the JSON form; a lease without them parses."""
+    held = Lease(THEIRS, "o", 1, 2, 3, "vm", 42)
+    assert Lease.parse(held.encode()) == held
+    assert Lease.parse(Lease(THEIRS, "o", 1, 2).encode()).pid == 0
+
+
+@pytest.mark.parametrize(
     "data",
     [
         b"\xff",
