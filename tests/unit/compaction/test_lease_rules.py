@@ -45,7 +45,8 @@ def test_a_live_lease_of_an_ended_process_of_this_host_is_taken_over(
     """A live lease whose process on this host has ended (killed) is taken over at once; a
     running one, or one of another host (whose processes this host cannot see), is not."""
     data = Lease(THEIRS, "o", 1_000, 9_000, host="vm", pid=4242).encode()
-    step = decide(data, holder=MINE, now_ms=1_500, host=host, alive=lambda pid: pid != 4242 or not ended)
+    alive = {4242: not ended}.__getitem__
+    step = decide(data, holder=MINE, now_ms=1_500, host=host, alive=alive)
     assert isinstance(step, TakeOver if taken else Busy)
 
 
