@@ -49,7 +49,6 @@ from functools import cache, partial
 from typing import Any, Self, TypeVar, cast
 
 import aiohttp
-import aiohttp.payload
 import anyio.to_thread
 import botocore
 from aiobotocore.config import AioConfig
@@ -259,8 +258,7 @@ def _client_args(config: S3Config) -> dict[str, Any]:
         # checked by its length and by the Parquet decoder (see the module docstring)
         "request_checksum_calculation": "when_required",
         "response_checksum_validation": "when_required",
-        # our arguments are built by this module, typed; botocore's validation would also
-        # refuse the request bodies that spare the copies (_Body)
+        # our arguments are built by this module, typed: botocore need not check them again
         "parameter_validation": False,
         # a fixed User-Agent: botocore otherwise builds its own twice a request, from a dozen
         # sanitised parts (about a millisecond of event-loop CPU each time)
@@ -680,47 +678,6 @@ def _error(code: str, status: int, message: str, operation: str, key: str) -> St
     return StorageError(message, operation=operation, key=key)
 
 
-_SEND_SLICE = 256 * 1024
-"""The most a request body hands the socket at once (asyncio copies what the socket does not
-take at once; aiohttp waits for it to drain before the next slice)."""
-
-
-class _Body(aiohttp.payload.Payload):
-    """A request body sent from the writer's pieces as they are, slice by slice.
-
-    botocore would wrap ``bytes`` in a ``BytesIO``, which aiohttp copies whole before sending
-    it (``getbuffer`` unshares it) and then reads out in copied chunks: three copies of every
-    part. Immutable and sendable again, for aiohttp's own resend of an idempotent request.
-    """
-
-    _autoclose = True
-
-    def __init__(self, pieces: Pieces) -> None:
-        super().__init__(pieces, content_type="application/octet-stream")
-        self._pieces = pieces
-        self._length = self._size = sum(len(piece) for piece in pieces)
-
-    def __len__(self) -> int:  # botocore's Content-Length
-        return self._length
-
-    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return b"".join(self._pieces).decode(encoding, errors)
-
-    async def write(self, writer: Any) -> None:
-        await self.write_with_length(writer, None)
-
-    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
-        left = self._length if content_length is None else content_length
-        for piece in self._pieces:
-            view = memoryview(piece)
-            for start in range(0, len(view), _SEND_SLICE):
-                if left <= 0:
-                    return
-                chunk = view[start : start + min(_SEND_SLICE, left)]
-                left -= len(chunk)
-                await writer.write(chunk)
-
-
 def _crc32(pieces: Pieces) -> str:
     """The ``x-amz-checksum-crc32`` of a body sending ``pieces``: S3 checks it before it
     stores the body, and refuses the body on a mismatch."""
@@ -732,7 +689,7 @@ def _crc32(pieces: Pieces) -> str:
 
 def _body(pieces: Pieces, checksum: str | None = None) -> dict[str, Any]:
     """botocore's ``Body`` and ``ChecksumCRC32`` arguments of a request sending ``pieces``."""
-    return {"Body": _Body(pieces), "ChecksumCRC32": checksum or _crc32(pieces)}
+    return {"Body": b"".join(pieces), "ChecksumCRC32": checksum or _crc32(pieces)}
 
 
 def _ms(when: datetime) -> int:
