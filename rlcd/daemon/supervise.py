@@ -590,7 +590,9 @@ class Supervisor:
                     orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
                 )
         except Exception as exc:
-            t.history.append(RunRecord(self._wall_ms() / 1000, "failed", error=str(exc)))
+            t.history.append(
+                RunRecord(self._wall_ms() / 1000, RunOutcome.FAILED.value, error=str(exc))
+            )
             self._failed(t, exc)
         else:
             self._finished(t, report)
