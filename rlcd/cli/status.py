@@ -21,7 +21,7 @@ import anyio.to_thread
 from rlcd.cli.exit_codes import error_exit_code
 from rlcd.compaction.compact import plan_table
 from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
-from rlcd.daemon.metrics import Health, TableHealth
+from rlcd.daemon.metrics import Health, RunRecord, TableHealth
 from rlcd.delta.actions import CommitInfo
 from rlcd.delta.load import load_snapshot, read_commit
 from rlcd.errors import RlcdError
@@ -47,8 +47,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 async def print_status(args: argparse.Namespace) -> int:
-    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error and
-    its last run (each bin's outcome).
+    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error, its
+    last run (each bin's outcome), its last few runs and the files it quarantined.
 
     Returns the exit code of the worst table that cannot be read (``rlcd status --help``): a
     storage failure's 4 over an unreadable table's 3; 0 when every table was read.
@@ -155,3 +155,26 @@ def _print_status(
     print(f"  daemon's last run: {summary}", file=out)
     for line in bins:
         print(f"    {line}", file=out)
+    if health.history:
+        print(f"  daemon's last {len(health.history)} runs, newest first:", file=out)
+        for run in reversed(health.history):
+            print(f"    {_run_line(run)}", file=out)
+    print(f"  quarantined files: {len(health.quarantined) or 'none'}", file=out)
+    for q in health.quarantined:
+        dv = f" (DV {q.dv})" if q.dv else ""
+        print(f"    {q.path}{dv}: {q.failures} failed reads, last at {_when(q.since)}", file=out)
+        print(f"      {q.error}", file=out)
+
+
+def _when(unix_s: float) -> str:
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC).isoformat(timespec="seconds")
+
+
+def _run_line(run: RunRecord) -> str:
+    """One run of the history in words."""
+    if run.error is not None:
+        return f"{_when(run.when)} failed: {run.error}"
+    return (
+        f"{_when(run.when)} {run.outcome}: {run.bins_committed} of {run.bins} bins, "
+        f"{run.files_in} files -> {run.files_out}, {run.reconciled} reconciled"
+    )

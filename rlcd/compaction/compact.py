@@ -12,7 +12,7 @@ import contextlib
 import enum
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 import anyio
@@ -46,7 +46,9 @@ from rlcd.delta.schema import (
 from rlcd.delta.stats_spec import stats_spec
 from rlcd.errors import (
     ConcurrentModificationError,
+    CorruptDataError,
     CorruptLogError,
+    DeletionVectorError,
     RlcdError,
     StorageError,
     TableError,
@@ -102,6 +104,18 @@ class BinFailure:
     bin: Bin
     reason: str
     kind: FailureKind
+    source: tuple[str, str | None] | None = None
+    """The ``(path, DV id)`` key of the source that could not be read (corrupt, truncated,
+    missing, or its DV bad), when the error names one of the bin's sources: what a daemon
+    counts towards quarantining it."""
+
+    @classmethod
+    def of(cls, b: Bin, exc: RlcdError) -> BinFailure:
+        """The failure of ``b`` that raised ``exc``."""
+        source = None
+        if isinstance(exc, CorruptDataError | DeletionVectorError):
+            source = next((s.key for s in b.sources if s.path == exc.path), None)
+        return cls(b, str(exc), FailureKind.of(exc), source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +232,7 @@ async def compact_table(
     limiter: anyio.CapacityLimiter | None = None,
     memory: anyio.CapacityLimiter | None = None,
     min_file_age_ms: int = 0,
+    exclude: Collection[tuple[str, str | None]] = frozenset(),
     orphan_grace_s: float | None = None,
 ) -> CompactionReport:
     """Compact one table once.
@@ -233,7 +248,8 @@ async def compact_table(
     A daemon passes the ``snapshot`` it holds (else the latest is loaded), and the limiters it
     shares across all tables: ``limiter`` bounds the bins decoding at once (it replaces
     ``bin_concurrency``), ``memory`` is held by each bin for its whole rewrite (one token per
-    bin's bounded memory). Files younger than ``min_file_age_ms`` are left alone.
+    bin's bounded memory). Files younger than ``min_file_age_ms`` are left alone, and so are
+    the ``(path, DV id)`` keys in ``exclude`` (a daemon's quarantined sources).
     ``on_bin_start`` is called as a bin starts (it holds its memory and its limiter token: it
     stops waiting on the other bins), ``on_bin_done`` as it ends, committed later or not.
 
@@ -260,7 +276,10 @@ async def compact_table(
     config.ensure_writable()
     refuse_external_commits(temp, table=store.root, version=snapshot.version)
     policy, bins = plan_table(
-        snapshot, policy, before_ms=now_ms() - min_file_age_ms if min_file_age_ms else None
+        snapshot,
+        policy,
+        before_ms=now_ms() - min_file_age_ms if min_file_age_ms else None,
+        exclude=exclude,
     )
     report = CompactionReport(
         store.root,
@@ -301,7 +320,7 @@ async def compact_table(
                 )
             done.append(rewritten)
         except RlcdError as exc:
-            failed.append(BinFailure(b, str(exc), FailureKind.of(exc)))
+            failed.append(BinFailure.of(b, exc))
             log.warning("bin_failed", table=store.root, bin=b.bin_id, error=str(exc))
         except Exception as exc:  # one bin's surprise must not sink the whole run
             reason = f"unexpected {type(exc).__name__} while rewriting: {exc}"
@@ -399,10 +418,15 @@ async def _clean(
 
 
 def plan_table(
-    snapshot: Snapshot, policy: CompactionPolicy, *, before_ms: int | None = None
+    snapshot: Snapshot,
+    policy: CompactionPolicy,
+    *,
+    before_ms: int | None = None,
+    exclude: Collection[tuple[str, str | None]] = frozenset(),
 ) -> tuple[CompactionPolicy, tuple[Bin, ...]]:
     """The table's effective policy and its bins, leaving out the files modified at or after
-    ``before_ms`` (younger than the minimum file age). Pure: the daemon plans every poll.
+    ``before_ms`` (younger than the minimum file age) and the ``(path, DV id)`` keys
+    in ``exclude`` (a daemon's quarantined sources). Pure: the daemon plans every poll.
 
     Raises:
         UnsupportedFeatureError, ConfigError, TableError: as :func:`plan_bins`.
@@ -413,4 +437,4 @@ def plan_table(
         files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
         if len(files) < len(snapshot.files):
             snapshot = replace(snapshot, files=files)
-    return policy, tuple(plan_bins(snapshot, config, policy))
+    return policy, tuple(plan_bins(snapshot, config, policy, exclude=exclude))

@@ -9,7 +9,9 @@ no ``numRecords`` (Spark selects those too, protocol notes §3.8; such a bin is 
 :attr:`Bin.needs_footer_counts`, because the capture guard needs every source's physical count
 and must then read it from the Parquet footer, design §2). Files with a ``clusteringProvider``
 are never candidates: rlcd is not a clustering implementation (§5.3). Files outside the
-partition filter are not either.
+partition filter are not either, nor files the caller excludes by their ``(path, DV id)``
+key (the daemon's quarantined sources, which failed to read: the partition's healthy files
+are planned without them).
 
 *Settled files.* A small file whose add carries ``OPTIMIZE_TARGET_SIZE`` (the tag Spark,
 Databricks and rlcd put on OPTIMIZE outputs) of at least ``T`` was already compacted for this
@@ -57,7 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -126,7 +128,13 @@ class _Candidate:
     settled: bool  # an earlier OPTIMIZE's output for this target (or a bigger one)
 
 
-def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy) -> list[Bin]:
+def plan_bins(
+    snapshot: Snapshot,
+    config: TableConfig,
+    policy: CompactionPolicy,
+    *,
+    exclude: Collection[tuple[str, str | None]] = frozenset(),
+) -> list[Bin]:
     """The bins to compact in ``snapshot``, oldest first, at most ``max_bins``.
 
     Args:
@@ -134,6 +142,7 @@ def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy)
         config: the same snapshot's protocol and metadata, joined.
         policy: the configured policy; the table's ``delta.targetFileSize`` is applied here
             (:func:`effective_policy`, idempotent).
+        exclude: ``(path, DV unique id)`` keys of files never to plan (left as they are).
 
     Raises:
         UnsupportedFeatureError: rlcd cannot write the table safely (it names the features).
@@ -155,6 +164,8 @@ def plan_bins(snapshot: Snapshot, config: TableConfig, policy: CompactionPolicy)
         if add.clustering_provider is not None:
             continue  # §5.3: only the clustering implementation rewrites these
         if matches is not None and not matches(add):
+            continue
+        if add.key in exclude:
             continue
         candidate = _candidate(position, add, policy)
         if candidate is not None:

@@ -7,7 +7,9 @@ table, the metrics and health endpoint, and systemd's notifier, then runs the
 
 - SIGTERM, SIGINT: ``STOPPING=1``, stop planning, drain within the grace period, exit 0;
 - SIGHUP: load the file again; a valid one replaces the settings atomically (tables, policies,
-  limits, log level); a bad one is logged with its error and the old settings stay.
+  limits, log level) and releases every quarantined source; once the tables are refreshed,
+  ``config_reloaded`` says which keys and entries changed and counts the tables watched
+  (named and discovered). A bad file is logged with its error and the old settings stay.
 
 ``READY=1`` is sent once the config is loaded and the endpoint listens; ``STATUS=`` after each
 step of the loop; ``WATCHDOG=1`` from the event loop (:func:`~rlcd.daemon._systemd.run_watchdog`).
@@ -97,8 +99,7 @@ class Daemon:
         if settings.s3 != self.supervisor.settings.s3:
             log.warning("config_s3_needs_restart", path=self.path)
         _configure(settings, stream)
-        self.supervisor.apply(settings)
-        log.info("config_reloaded", path=self.path, tables=len(settings.tables))
+        self.supervisor.apply(settings)  # it logs ``config_reloaded`` once tables are refreshed
 
     async def serve(self, *, once: bool, stream: TextIO) -> tuple[type[BaseException], ...]:
         """Run until SIGTERM/SIGINT (or one pass with ``once``); returns, after one pass, the

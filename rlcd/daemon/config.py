@@ -52,7 +52,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from types import MappingProxyType
@@ -89,6 +89,8 @@ __all__ = (
     "shard_of",
     "with_instance",
     "render_policies",
+    "SettingsChanges",
+    "settings_changes",
 )
 
 GIB: Final = 1024**3
@@ -194,6 +196,8 @@ class TablePolicy:
     * Files younger than ``min_file_age_s`` are left alone (writers that cannot reconcile never
       race rlcd on fresh files): pass it to ``compact_table(min_file_age_ms=...)``.
     * ``enabled = false`` keeps the table watched but never compacted.
+    * A source that fails to read in ``quarantine_after`` runs is quarantined: left out of
+      later bins, never changed (:class:`~rlcd.daemon.schedule.Quarantine`).
 
     Invariants: those of :class:`CompactionPolicy` (checked by building it), counts >= 1,
     durations >= 0.
@@ -210,10 +214,11 @@ class TablePolicy:
     encodings: str = ENCODINGS[0]
     max_masked_ratio: float = 0.5
     enabled: bool = True
+    quarantine_after: int = 3
     compaction: CompactionPolicy = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("min_small_files", "min_small_bytes"):
+        for name in ("min_small_files", "min_small_bytes", "quarantine_after"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -554,6 +559,7 @@ _POLICY: Final = (
     _Key("encodings", "encodings", _choice(list(ENCODINGS))),
     _Key("max_masked_ratio", "max_masked_ratio", _ratio),
     _Key("enabled", "enabled", _boolean),
+    _Key("quarantine_after", "quarantine_after", _count(minimum=1)),
 )
 # ``uri`` and ``prefix`` are listed to be known; _Reader.uri reads them (relative paths).
 _TABLE: Final = (_Key("uri", "uri", lambda v: v),)
@@ -801,6 +807,67 @@ def load_settings(path: str | os.PathLike[str]) -> Settings:
     return parse_settings(text, source=name, base_dir=os.path.dirname(os.path.abspath(name)))
 
 
+# --- what a reload changed ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsChanges:
+    """What a new file changes, as key paths (``daemon.poll_interval``, ``table[<uri>].policy.
+    codec``, ``discover[<prefix>].max_depth``) and the ``[[table]]``/``[[discover]]`` entries
+    added and removed (by URI; their own keys are not listed)."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    tables_added: tuple[str, ...] = ()
+    tables_removed: tuple[str, ...] = ()
+    discover_added: tuple[str, ...] = ()
+    discover_removed: tuple[str, ...] = ()
+
+
+_POLICY_NAMES: Final = {k.attr: k.name for k in _POLICY}
+
+
+def _flat(settings: Settings, tables: Collection[str], prefixes: Collection[str]) -> dict[str, Any]:
+    """Every effective setting by key path; entries only for the ``tables`` and ``prefixes``
+    given (those in both files), their policy overrides only where set."""
+    out: dict[str, Any] = {}
+    for section, spec in _SECTIONS.items():
+        values = getattr(settings, section)
+        out.update({f"{section}.{k.name}": getattr(values, k.attr) for k in spec})
+    entries: list[tuple[str, Mapping[str, Any]]] = []
+    for t in settings.tables:
+        if str(t.uri) in tables:
+            entries.append((f"table[{t.uri}]", t.overrides))
+    for d in settings.discover:
+        if str(d.prefix) in prefixes:
+            where = f"discover[{d.prefix}]"
+            out.update({f"{where}.{k.name}": getattr(d, k.attr) for k in _DISCOVER[1:]})
+            entries.append((where, d.overrides))
+    for where, overrides in entries:
+        out.update({f"{where}.policy.{_POLICY_NAMES[a]}": v for a, v in overrides.items()})
+    return out
+
+
+def settings_changes(old: Settings, new: Settings) -> SettingsChanges:
+    """What replacing ``old`` with ``new`` changes (for the ``config_reloaded`` event)."""
+    old_tables, new_tables = {str(t.uri) for t in old.tables}, {str(t.uri) for t in new.tables}
+    old_prefixes = {str(d.prefix) for d in old.discover}
+    new_prefixes = {str(d.prefix) for d in new.discover}
+    both_tables, both_prefixes = old_tables & new_tables, old_prefixes & new_prefixes
+    before = _flat(old, both_tables, both_prefixes)
+    after = _flat(new, both_tables, both_prefixes)
+    return SettingsChanges(
+        added=tuple(sorted(after.keys() - before.keys())),
+        removed=tuple(sorted(before.keys() - after.keys())),
+        changed=tuple(sorted(k for k in before.keys() & after.keys() if before[k] != after[k])),
+        tables_added=tuple(sorted(new_tables - old_tables)),
+        tables_removed=tuple(sorted(old_tables - new_tables)),
+        discover_added=tuple(sorted(new_prefixes - old_prefixes)),
+        discover_removed=tuple(sorted(old_prefixes - new_prefixes)),
+    )
+
+
 # --- rendering (rlcd config check) ---------------------------------------------------------------
 
 
@@ -827,7 +894,8 @@ def _describe(policy: TablePolicy) -> str:
         f"due at {policy.min_small_files} small files in a partition or "
         f"{_bytes(policy.min_small_bytes)}, every {_seconds(policy.min_interval_s)} at most, "
         f"files older than {_seconds(policy.min_file_age_s)}, {c.codec}, "
-        f"{c.encodings} encodings, mask up to {c.max_masked_ratio:g}"
+        f"{c.encodings} encodings, mask up to {c.max_masked_ratio:g}, "
+        f"quarantine a source after {policy.quarantine_after} failed reads"
     )
 
 

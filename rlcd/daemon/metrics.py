@@ -34,6 +34,8 @@ from rlcd.errors import ConfigError
 __all__ = (
     "BIN_DURATION_BUCKETS",
     "Metrics",
+    "RunRecord",
+    "QuarantinedFile",
     "TableHealth",
     "Health",
     "metrics_app",
@@ -50,6 +52,34 @@ def _failure_reason(failure: BinFailure) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One ended run of a table, for its history: ``when`` (Unix seconds), its ``outcome``
+    (committed, superseded, conflicted, failed), bins planned and committed, files it removed
+    and added, bins committed by reconciling (remap or mask), and a failed run's ``error``."""
+
+    when: float
+    outcome: str
+    bins: int = 0
+    bins_committed: int = 0
+    files_in: int = 0
+    files_out: int = 0
+    reconciled: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedFile:
+    """A source left out of bins after ``failures`` failed reads (the last at ``since``, Unix
+    seconds, with ``error``); ``dv`` is its deletion vector's unique id."""
+
+    path: str
+    dv: str | None
+    failures: int
+    error: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
 class TableHealth:
     """One table as ``/healthz`` reports it; times are Unix seconds."""
 
@@ -59,6 +89,9 @@ class TableHealth:
     last_error_time: float | None = None
     last_run: tuple[str, ...] = ()
     """The last compaction run in words: its summary, then one line per bin."""
+    history: tuple[RunRecord, ...] = ()
+    """The last few runs, oldest first."""
+    quarantined: tuple[QuarantinedFile, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +122,16 @@ class Health:
             return cls(
                 status,
                 {
-                    uri: TableHealth(**{**t, "last_run": tuple(t.get("last_run", ()))})
+                    uri: TableHealth(
+                        **{
+                            **t,
+                            "last_run": tuple(t.get("last_run", ())),
+                            "history": tuple(RunRecord(**r) for r in t.get("history", ())),
+                            "quarantined": tuple(
+                                QuarantinedFile(**q) for q in t.get("quarantined", ())
+                            ),
+                        }
+                    )
                     for uri, t in tables.items()
                 },
             )
@@ -103,7 +145,8 @@ class Metrics:
     The daemon calls :meth:`record_compaction` and :meth:`count_run` after each run,
     :meth:`count_lease_skip` for work another run's lease turned away,
     :meth:`observe_bin` as each bin ends, :meth:`set_backlog` after each poll,
-    :meth:`record_error` when a table fails, :meth:`forget_table` when a reload drops one;
+    :meth:`record_error` when a table fails, :meth:`set_quarantined` when its quarantine
+    changes, :meth:`forget_table` when a reload drops one;
     :meth:`count_request` is a :class:`~rlcd.storage.metered.MeteredStore` ``on_request`` hook.
     """
 
@@ -157,6 +200,10 @@ class Metrics:
             "rlcd_table_pending_bytes", "Bytes of the small files awaiting compaction"
         )
         self.version = self._gauge("rlcd_table_version", "The table's last version seen")
+        self.quarantined = self._gauge(
+            "rlcd_quarantined_files",
+            "Source files left out of bins after failing to read quarantine_after times",
+        )
         self.last_compaction = self._gauge(
             "rlcd_table_last_compaction_timestamp_seconds",
             "When rlcd last committed a compaction of the table (Unix time)",
@@ -247,6 +294,10 @@ class Metrics:
         self.version.labels(table).set(version)
         self.small_files.labels(table).set(small_files)
         self.pending_bytes.labels(table).set(pending_bytes)
+
+    def set_quarantined(self, table: str, files: int) -> None:
+        """``table`` has ``files`` quarantined sources now."""
+        self.quarantined.labels(table).set(files)
 
     def record_error(self, table: str, error: BaseException, *, now_s: float) -> None:
         """``table`` failed with ``error`` (labelled by its type, never its message)."""

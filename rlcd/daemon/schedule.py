@@ -19,12 +19,19 @@ did; the schedule answers which tables to start. Per table it keeps a frozen
   half the ceiling, so a hot conflict is not retried at once, yet spread). Success resets it.
   A table rlcd cannot handle (an unsupported feature) waits the cap: its log still moves, so
   it is looked at again, but its error is reported once, not every time (:meth:`failed`).
+- **Quarantine** (:class:`Quarantine`, one per table): a source that failed to read (corrupt,
+  truncated, missing, its DV bad) is counted by its ``(path, DV id)`` key; its bin is retried
+  with the table's next runs (backing off while nothing commits); after ``quarantine_after``
+  failures it is quarantined: the planner leaves it out, so its partition's healthy files are
+  compacted again, without waiting out the backoff its failures caused
+  (:meth:`Schedule.retry`). It stays until released, or until it leaves the table (removed
+  by DML or another compaction: then its key is no longer live).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
@@ -40,6 +47,9 @@ __all__ = (
     "RunOutcome",
     "DUE_REASONS",
     "backoff_s",
+    "SourceKey",
+    "Suspect",
+    "Quarantine",
 )
 __pure__ = True
 
@@ -238,6 +248,11 @@ class Schedule:
         new attempt (nor poll) before ``until``; what it saw stays due."""
         return self._with(table, replace(self.state(table), running=False, retry_at=until))
 
+    def retry(self, table: str) -> Schedule:
+        """What made ``table``'s runs fail is left out now (a source was quarantined): its
+        backoff ends, so the rest of its backlog is compacted without waiting."""
+        return self._with(table, replace(self.state(table), failures=0, retry_at=-math.inf))
+
     def failed(
         self, table: str, error: str, *, unsupported: bool, now: float, draw: float
     ) -> tuple[Schedule, bool]:
@@ -272,3 +287,50 @@ class Schedule:
         """The earliest time some table could become ready without a new poll."""
         times = [t for s in self.tables.values() if (t := s.next_ready()) is not None]
         return min(times, default=None)
+
+
+SourceKey = tuple[str, str | None]
+"""A source's log-replay key ``(path, DV unique id)``: a new DV makes it another source."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """A source that failed to read ``failures`` times (>= 1), last at ``last_failed_s`` (Unix
+    seconds) with ``error``; ``quarantined`` once the failures reached the table's limit."""
+
+    failures: int
+    error: str
+    last_failed_s: float
+    quarantined: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    """One table's suspect sources, by key; immutable (calls return new ones)."""
+
+    suspects: Mapping[SourceKey, Suspect] = field(default_factory=lambda: MappingProxyType({}))
+
+    def failed(
+        self, key: SourceKey, error: str, *, after: int, now_s: float
+    ) -> tuple[Quarantine, bool]:
+        """``key`` failed to read once more; it is quarantined at its ``after``-th failure.
+        Returns the new quarantine and whether this failure quarantined it (to report once)."""
+        if after < 1:
+            raise ValueError(f"quarantine_after must be >= 1, got {after}")
+        old = self.suspects.get(key)
+        failures = 1 if old is None else old.failures + 1
+        was = old is not None and old.quarantined
+        suspect = Suspect(failures, error, now_s, quarantined=was or failures >= after)
+        new = Quarantine(MappingProxyType({**self.suspects, key: suspect}))
+        return new, suspect.quarantined and not was
+
+    @property
+    def excluded(self) -> frozenset[SourceKey]:
+        """The quarantined keys: what the planner leaves out."""
+        return frozenset(k for k, s in self.suspects.items() if s.quarantined)
+
+    def retain(self, live: Collection[SourceKey]) -> Quarantine:
+        """Only the keys still ``live`` in the table (the others were removed or rewritten)."""
+        if all(k in live for k in self.suspects):
+            return self
+        return Quarantine(MappingProxyType({k: s for k, s in self.suspects.items() if k in live}))

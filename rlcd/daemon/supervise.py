@@ -23,6 +23,14 @@ the others carry on.
   (:mod:`rlcd.compaction.lease`; ``[daemon] lease``). Work another run of rlcd holds the
   lease for is skipped: one ``table_leased`` event and ``rlcd_lease_skips_total``, no failure,
   and the table is not tried again before the next poll.
+- **Quarantine**: a bin that fails because one of its sources cannot be read counts a failure
+  against that source (:class:`~rlcd.daemon.schedule.Quarantine`); at the policy's
+  ``quarantine_after``-th it is quarantined (one ``source_quarantined`` event,
+  ``rlcd_quarantined_files``, ``/healthz``) and left out of later plans, so its partition's
+  healthy files are compacted again. The file is never changed. Held in memory: a restart or
+  a reload (SIGHUP) releases every table's quarantine, and a file that leaves the table (DML,
+  another compaction) leaves it.
+- **History**: the last :data:`HISTORY` runs of each table (``/healthz``, ``rlcd status``).
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Final
 
 import anyio
@@ -40,22 +49,45 @@ import anyio.to_thread
 import structlog
 
 from rlcd.compaction.cleanup import clean_table
+from rlcd.compaction.commit import BinCommitted
 from rlcd.compaction.compact import CompactionReport, FailureKind, compact_table, plan_table
 from rlcd.compaction.lease import Busy, LeaseHold, hold_lease, owner
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
 from rlcd.daemon._watch import TableWatch
-from rlcd.daemon.config import DiscoverEntry, Settings, TablePolicy
+from rlcd.daemon.config import (
+    DiscoverEntry,
+    Settings,
+    SettingsChanges,
+    TablePolicy,
+    settings_changes,
+)
 from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
-from rlcd.daemon.metrics import Health, Metrics, TableHealth
-from rlcd.daemon.schedule import Backlog, Backoff, RunOutcome, Schedule, Trigger
+from rlcd.daemon.metrics import Health, Metrics, QuarantinedFile, RunRecord, TableHealth
+from rlcd.daemon.schedule import (
+    Backlog,
+    Backoff,
+    Quarantine,
+    RunOutcome,
+    Schedule,
+    SourceKey,
+    Trigger,
+)
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import RlcdError, UnsupportedFeatureError
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.uri import TableUri
 
-__all__ = ("Limits", "TableStatus", "Supervisor", "StoreFactory", "BIN_MEMORY", "trigger_for")
+__all__ = (
+    "Limits",
+    "TableStatus",
+    "Supervisor",
+    "StoreFactory",
+    "BIN_MEMORY",
+    "HISTORY",
+    "trigger_for",
+)
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +97,8 @@ between its stages), with row groups at their largest: the memory budget buys th
 per bin (134 MiB: the default 1 GiB admits 7 bins, more than the 4 in flight by default)."""
 
 _POLLS_AT_ONCE: Final = 16
+HISTORY: Final = 5
+"""Runs of each table kept for ``rlcd status``."""
 _CLEAN_EVERY_S: Final = 60.0
 """Cleanup runs at most this often per table, however short the orphan grace."""
 
@@ -109,6 +143,10 @@ class TableStatus:
     """Bins that lost only to another compaction of their files (not failures)."""
     last_run: tuple[str, ...]
     """The last run in words: its summary, then each bin's outcome."""
+    history: tuple[RunRecord, ...]
+    """The last :data:`HISTORY` runs, oldest first."""
+    quarantined: tuple[QuarantinedFile, ...]
+    """The sources left out of bins, by path."""
 
 
 def trigger_for(policy: TablePolicy) -> Trigger:
@@ -131,19 +169,25 @@ class _Table:
         self.bins_aborted = 0
         self.bins_superseded = 0
         self.last_run: tuple[str, ...] = ()
+        self.history: deque[RunRecord] = deque(maxlen=HISTORY)
+        self.quarantine = Quarantine()
         self.clean_at = -math.inf
         self.removed = False
 
 
-def _plan(policy: TablePolicy, snapshot: Snapshot, now_ms: int) -> tuple[Backlog, int | None]:
-    """The table's backlog now, and when it must be planned again though its log did not
-    move (a file younger than the minimum age comes of age then). CPU over every live file:
-    run it in a worker thread."""
+def _plan(
+    policy: TablePolicy, snapshot: Snapshot, now_ms: int, exclude: frozenset[SourceKey]
+) -> tuple[Backlog, int | None]:
+    """The table's backlog now (without the ``exclude``\\ d, quarantined sources), and when
+    it must be planned again though its log did not move (a file younger than the minimum age
+    comes of age then). CPU over every live file: run it in a worker thread."""
     if not policy.enabled:
         return Backlog(), None
     age_ms = int(policy.min_file_age_s * 1000)
     before = now_ms - age_ms
-    _, bins = plan_table(snapshot, policy.compaction, before_ms=before if age_ms else None)
+    _, bins = plan_table(
+        snapshot, policy.compaction, before_ms=before if age_ms else None, exclude=exclude
+    )
     young = [a.modification_time for a in snapshot.files.values() if a.modification_time >= before]
     return Backlog.of(bins), (min(young) + age_ms if age_ms and young else None)
 
@@ -195,6 +239,7 @@ class Supervisor:
         self._error_types: dict[str, type[BaseException]] = {}
         self._wake = anyio.Event()
         self._work: anyio.abc.TaskGroup | None = None
+        self._reloaded: SettingsChanges | None = None  # logged once the tables are refreshed
 
     # --- control (any task) --------------------------------------------------------------
 
@@ -204,8 +249,12 @@ class Supervisor:
         self._wake.set()
 
     def apply(self, settings: Settings) -> None:
-        """Take new settings (SIGHUP): tables, policies, limits; discovery runs again."""
+        """Take new settings (SIGHUP): tables, policies, limits; discovery runs again. Every
+        quarantined source is released (tried again; quarantined again if it still fails)."""
+        self._reloaded = settings_changes(self.settings, settings)
         self.settings = settings
+        for t in self._tables.values():
+            self._release(t)
         self._limits.resize(settings)
         self._discovered.clear()
         self._empty_prefixes.clear()
@@ -224,6 +273,8 @@ class Supervisor:
                 last_error=s.last_error,
                 last_error_time=self._errors_at.get(s.table) if s.last_error else None,
                 last_run=s.last_run,
+                history=s.history,
+                quarantined=s.quarantined,
             )
             for s in self.status()
         }
@@ -254,6 +305,15 @@ class Supervisor:
                     bins_aborted=t.bins_aborted,
                     bins_superseded=t.bins_superseded,
                     last_run=t.last_run,
+                    history=tuple(t.history),
+                    quarantined=tuple(
+                        QuarantinedFile(path, dv, q.failures, q.error, q.last_failed_s)
+                        for (path, dv), q in sorted(
+                            t.quarantine.suspects.items(),
+                            key=lambda item: (item[0][0], item[0][1] or ""),
+                        )
+                        if q.quarantined
+                    ),
                 )
             )
         return out
@@ -271,6 +331,7 @@ class Supervisor:
                     # polled on the interval (or at once after a reload), not per wake-up
                     self._poll_now = False
                     await self._refresh_tables()
+                    self._log_reload()
                     await self._clean_due()
                     await self._poll_all()
                     next_poll = self._clock() + self.settings.daemon.poll_interval_s
@@ -330,6 +391,7 @@ class Supervisor:
             t = self._tables.get(name)
             if t is None:
                 self._tables[name] = _Table(uri, policy, self._store_for(uri))
+                self.metrics.set_quarantined(name, 0)
                 log.info("table_added", table=name)
             else:
                 t.removed = False  # removed while it ran, and added back
@@ -342,6 +404,22 @@ class Supervisor:
             self.metrics.forget_table(name)
             log.info("table_removed", table=name)
         self._schedule = self._schedule.retain(self._tables)
+
+    def _log_reload(self) -> None:
+        """After a reload's tables are refreshed: what changed, and the tables now watched."""
+        changes, self._reloaded = self._reloaded, None
+        if changes is None:
+            return
+        named = {str(e.uri) for e in self.settings.tables}
+        watched = [n for n, t in self._tables.items() if not t.removed]  # a removed one may run
+        log.info(
+            "config_reloaded",
+            path=self.settings.source,
+            tables=len(watched),
+            named=sum(1 for n in watched if n in named),
+            discovered=sum(1 for n in watched if n not in named),
+            **{k: v for k, v in asdict(changes).items() if v},
+        )
 
     async def _discover(self, entry: DiscoverEntry) -> tuple[TableUri, ...]:
         """The tables under the entry's prefix, listed again once its interval passed."""
@@ -432,8 +510,11 @@ class Supervisor:
                 stale = t.replan_at_ms is not None and now_ms >= t.replan_at_ms
                 if not (poll.changed or stale):
                     return
+                if t.quarantine.suspects:  # a file removed or rewritten is no suspect
+                    live = {a.key for a in poll.snapshot.files.values()}
+                    self._set_quarantine(t, t.quarantine.retain(live))
                 backlog, t.replan_at_ms = await anyio.to_thread.run_sync(
-                    _plan, t.policy, poll.snapshot, now_ms
+                    _plan, t.policy, poll.snapshot, now_ms, t.quarantine.excluded
                 )
             except Exception as exc:
                 self._failed(t, exc)
@@ -502,12 +583,16 @@ class Supervisor:
                     limiter=self._limits.bins,
                     memory=self._limits.memory,
                     min_file_age_ms=int(t.policy.min_file_age_s * 1000),
+                    exclude=t.quarantine.excluded,
                     now_ms=self._wall_ms,
                     on_bin_start=bin_started,
                     on_bin_done=bin_done,
                     orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
                 )
         except Exception as exc:
+            t.history.append(
+                RunRecord(self._wall_ms() / 1000, RunOutcome.FAILED.value, error=str(exc))
+            )
             self._failed(t, exc)
         else:
             self._finished(t, report)
@@ -526,6 +611,7 @@ class Supervisor:
         t.last_run = (run_summary(report), *bin_lines(report))
         if report.committed_version is not None:
             t.last_compaction_ms = self._wall_ms()
+        quarantined = self._suspect(t, report)
         log.info(
             "compaction_finished",
             table=t.name,
@@ -547,5 +633,63 @@ class Supervisor:
         self._schedule = self._schedule.finished(
             t.name, outcome, now=self._clock(), draw=self._draw()
         )
+        if quarantined:
+            self._schedule = self._schedule.retry(t.name)
+        t.history.append(
+            RunRecord(
+                when=self._wall_ms() / 1000,
+                outcome=outcome.value,
+                bins=len(report.planned),
+                bins_committed=len(report.committed),
+                files_in=report.files_removed,
+                files_out=report.files_added,
+                reconciled=sum(
+                    1
+                    for r in report.bin_results
+                    if isinstance(r, BinCommitted) and r.decision != "committed"
+                ),
+            )
+        )
         self.metrics.count_run(t.name, outcome.value)
         self.metrics.record_compaction(t.name, report, now_s=self._wall_ms() / 1000)
+
+    # --- quarantine -----------------------------------------------------------------------
+
+    def _suspect(self, t: _Table, report: CompactionReport) -> bool:
+        """Count each source the run could not read; quarantine those at the limit. Returns
+        whether one was quarantined now."""
+        quarantine, now_s, quarantined = t.quarantine, self._wall_ms() / 1000, False
+        for failure in report.failed:
+            if failure.source is None:
+                continue
+            quarantine, now_quarantined = quarantine.failed(
+                failure.source, failure.reason, after=t.policy.quarantine_after, now_s=now_s
+            )
+            if now_quarantined:
+                quarantined = True
+                path, dv = failure.source
+                log.warning(
+                    "source_quarantined",
+                    table=t.name,
+                    file=path,
+                    dv=dv,
+                    failures=quarantine.suspects[failure.source].failures,
+                    error=failure.reason,
+                )
+        self._set_quarantine(t, quarantine)
+        return quarantined
+
+    def _release(self, t: _Table) -> None:
+        """Release every quarantined source of ``t`` (and forget its suspects' failures)."""
+        released = len(t.quarantine.excluded)
+        if released:
+            log.info("quarantine_released", table=t.name, files=released)
+        self._set_quarantine(t, Quarantine())
+
+    def _set_quarantine(self, t: _Table, quarantine: Quarantine) -> None:
+        """Take ``quarantine``; when what is left out changed, plan the table again."""
+        before = t.quarantine.excluded
+        t.quarantine = quarantine
+        if quarantine.excluded != before:
+            t.replan_at_ms = 0
+            self.metrics.set_quarantined(t.name, len(quarantine.excluded))

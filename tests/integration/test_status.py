@@ -12,7 +12,14 @@ import pytest
 
 from rlcd.cli.status import print_status
 from rlcd.daemon.config import load_settings
-from rlcd.daemon.metrics import Health, Metrics, TableHealth, serve_metrics
+from rlcd.daemon.metrics import (
+    Health,
+    Metrics,
+    QuarantinedFile,
+    RunRecord,
+    TableHealth,
+    serve_metrics,
+)
 from tests.integration.tables import append, batch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -93,8 +100,9 @@ async def test_a_discover_prefix_that_holds_nothing_is_named(
 async def test_the_last_error_comes_from_the_running_daemon(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Each table's line shows the last error and the last run the daemon's /healthz reports
-    for it, the run's bins one a line ("none" for a table without either)."""
+    """Each table's line shows the last error, the last run (its bins one a line), the recent
+    runs and the quarantined files the daemon's /healthz reports for it ("none" for a table
+    without them)."""
     async with anyio.create_task_group() as tg:
         health = Health("ok", {})
         _, port = await tg.start(serve_metrics, Metrics(), lambda: health, ("127.0.0.1", 0))
@@ -104,19 +112,34 @@ async def test_the_last_error_comes_from_the_running_daemon(
             "ok",
             {
                 failing: TableHealth(version=2, last_error="access denied", last_error_time=5),
-                fine: TableHealth(version=2, last_run=LAST_RUN),
+                fine: TableHealth(
+                    version=2,
+                    last_run=LAST_RUN,
+                    history=(
+                        RunRecord(0.0, "failed", error="access denied"),
+                        RunRecord(60.0, "committed", 2, 2, 7, 2, 1),
+                    ),
+                    quarantined=(QuarantinedFile("p=a/bad.parquet", "u1", 3, "truncated", 30.0),),
+                ),
             },
         )
         assert await _status(config) == 0
         tg.cancel_scope.cancel()
     blocks = _blocks(capsys.readouterr().out)
-    assert blocks[failing][-2:] == [
+    assert blocks[failing][-3:] == [
         "last error: access denied",
         "daemon's last run: none since the daemon started",
+        "quarantined files: none",
     ]
-    assert blocks[fine][-4:] == [
+    assert blocks[fine][-10:] == [
         "last error: none",
         f"daemon's last run: {LAST_RUN[0]}",
         *LAST_RUN[1:],
+        "daemon's last 2 runs, newest first:",
+        "1970-01-01T00:01:00+00:00 committed: 2 of 2 bins, 7 files -> 2, 1 reconciled",
+        "1970-01-01T00:00:00+00:00 failed: access denied",
+        "quarantined files: 1",
+        "p=a/bad.parquet (DV u1): 3 failed reads, last at 1970-01-01T00:00:30+00:00",
+        "truncated",
     ]
     assert set(blocks) == {failing, fine}

@@ -98,7 +98,8 @@ async def test_a_stopped_supervisor_returns(tmp_path: Path) -> None:
 
 async def test_a_reload_adds_and_removes_tables(tmp_path: Path) -> None:
     """Settings applied while running take effect: the tables the new file no longer names
-    are dropped, the ones it adds are watched."""
+    are dropped, the ones it adds are watched; each reload logs what changed and the tables
+    watched after it, named and discovered."""
     paths = _tables(tmp_path)
     settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
     supervisor = Supervisor(
@@ -106,15 +107,30 @@ async def test_a_reload_adds_and_removes_tables(tmp_path: Path) -> None:
     )
     good = str(TableUri.parse(str(paths["good"])))
     only_good = f'[metrics]\nlisten = ""\n[[table]]\nuri = "{paths["good"]}"\n'
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(supervisor.run)
-        with anyio.fail_after(30):
-            await _until(lambda: len(supervisor.status()) == 3)
-            supervisor.apply(parse_settings(only_good, source="new.toml", base_dir="/"))
-            await _until(lambda: [s.table for s in supervisor.status()] == [good])
-            supervisor.apply(settings)
-            await _until(lambda: len(supervisor.status()) == 3)
-        supervisor.stop()
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(supervisor.run)
+            with anyio.fail_after(30):
+                await _until(lambda: len(supervisor.status()) == 3)
+                supervisor.apply(parse_settings(only_good, source="new.toml", base_dir="/"))
+                await _until(lambda: [s.table for s in supervisor.status()] == [good])
+                supervisor.apply(settings)
+                await _until(lambda: len(supervisor.status()) == 3)
+                await _until(lambda: sum(e["event"] == "config_reloaded" for e in logs) == 2)
+            supervisor.stop()
+    prefix = str(TableUri.parse(str(tmp_path / "tables")))
+    first, second = (e for e in logs if e["event"] == "config_reloaded")
+    assert (first["path"], first["tables"], first["named"], first["discovered"]) == (
+        "new.toml",
+        1,
+        1,
+        0,
+    )
+    assert first["tables_added"] == (good,) and first["discover_removed"] == (prefix,)
+    assert "metrics.listen" not in first.get("changed", ())
+    assert (second["tables"], second["named"], second["discovered"]) == (3, 0, 3)
+    assert second["tables_removed"] == (good,) and second["discover_added"] == (prefix,)
+    assert "daemon.poll_interval" in second["changed"]
 
 
 async def _until(check: Callable[[], bool]) -> None:

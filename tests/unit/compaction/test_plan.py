@@ -314,6 +314,20 @@ def test_clustered_files_are_never_candidates() -> None:
     assert plan(files, P100) == []
 
 
+def test_excluded_keys_are_left_out_and_the_rest_is_planned() -> None:
+    """Excluded (path, DV id) keys (a daemon's quarantine) are no candidates; their partition's
+    other files are packed as if they were not there. A file whose DV changed is another key."""
+    dv = add("dv", 20, records=100, deleted=1, dv_id="old")
+    files = [add("f0", 30), add("bad", 30), add("f1", 30), dv]
+    assert paths(plan_bins(*table(files), P100, exclude={("bad", None)})) == [["f0", "f1", "dv"]]
+    renewed = add("dv", 20, records=100, deleted=2, dv_id="new").key
+    assert renewed[0] == "dv" and renewed != dv.key
+    assert paths(plan_bins(*table(files), P100, exclude={renewed, ("dv", None)})) == [
+        ["f0", "bad", "f1"]
+    ]
+    assert plan_bins(*table(files), P100, exclude={f.key for f in files}) == []
+
+
 def test_partitions_group_by_exact_raw_values() -> None:
     """'1' and '01', null and '' are different partitions; each bin copies its raw map."""
     files = [

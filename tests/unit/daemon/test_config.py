@@ -15,12 +15,14 @@ from rlcd.daemon.config import (
     LogSettings,
     MetricsSettings,
     Settings,
+    SettingsChanges,
     ShardSettings,
     TablePolicy,
     load_settings,
     parse_settings,
     render_policies,
     schema_keys,
+    settings_changes,
     shard_of,
     with_instance,
 )
@@ -95,6 +97,7 @@ def test_an_empty_file_is_every_default() -> None:
         ('[policy]\nmin_file_age = "90s"', lambda s: s.policy.min_file_age_s, 90.0),
         ('[policy]\ncodec = "snappy"', lambda s: s.policy.codec, "snappy"),
         ("[policy]\nenabled = false", lambda s: s.policy.enabled, False),
+        ("[policy]\nquarantine_after = 5", lambda s: s.policy.quarantine_after, 5),
     ],
 )
 def test_every_section_key_is_read(toml: str, read: object, expected: object) -> None:
@@ -568,7 +571,7 @@ def test_render_shows_every_effective_policy() -> None:
     assert "snappy" in lines[3]
     assert lines[4].startswith("discover[1] s3://lake/hot/ (depth <= 3, include *")
     assert "every 0s at most" in lines[4]
-    assert lines[1].endswith("zstd, adaptive encodings, mask up to 0.5")
+    assert lines[1].endswith("mask up to 0.5, quarantine a source after 3 failed reads")
 
 
 def test_render_shows_an_encodings_override() -> None:
@@ -579,7 +582,7 @@ def test_render_shows_an_encodings_override() -> None:
             '[table.policy]\nencodings = "conservative"\nmax_masked_ratio = 0.2\n'
         )
     )
-    assert text.splitlines()[2].endswith("conservative encodings, mask up to 0.2")
+    assert "conservative encodings, mask up to 0.2," in text.splitlines()[2]
 
 
 def test_render_says_when_there_is_nothing_to_compact() -> None:
@@ -592,3 +595,34 @@ def test_schema_keys_cover_sections_and_entries() -> None:
     keys = schema_keys()
     assert {"daemon.poll_interval", "table[].uri", "discover[].policy.min_file_age"} <= keys
     assert "table[].policy.enabled" in keys and "policy.enabled" in keys
+
+
+# --- reload changes --------------------------------------------------------------------------
+
+
+def test_settings_changes_name_keys_and_entries() -> None:
+    """A reload's diff names each changed, added and removed key path and the entries added
+    and removed; an unchanged file changes nothing; credentials are never among the keys."""
+    old = parse(LAYERED)
+    assert settings_changes(old, old) == SettingsChanges()
+    new_text = (
+        LAYERED.replace("min_small_files = 4", "min_small_files = 5\nquarantine_after = 2")
+        .replace("policy = { min_interval = 0 }", 'policy = { min_interval = 0, codec = "gzip" }')
+        .replace('include = ["*"]', 'include = ["*"]\nmax_depth = 1')
+        .replace("s3://lake/hot/orders", "s3://lake/hot/items")
+        + '[daemon]\npoll_interval = "1m"\n'
+    )
+    changes = settings_changes(old, parse(new_text))
+    assert changes.changed == (
+        "daemon.poll_interval",
+        "discover[s3://lake/hot].max_depth",
+        "policy.min_small_files",
+        "policy.quarantine_after",
+    )
+    assert changes.added == ("discover[s3://lake/hot].policy.codec",)
+    assert changes.removed == ()
+    assert changes.tables_added == ("s3://lake/hot/items",)
+    assert changes.tables_removed == ("s3://lake/hot/orders",)
+    assert changes.discover_added == changes.discover_removed == ()
+    dropped = settings_changes(parse(new_text), parse(LAYERED))
+    assert dropped.removed == ("discover[s3://lake/hot].policy.codec",)

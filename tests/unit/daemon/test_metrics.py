@@ -236,6 +236,8 @@ async def test_the_endpoints_answer_on_the_event_loop() -> None:
                 "last_error": "access denied",
                 "last_error_time": 2,
                 "last_run": list(health().tables[T].last_run),
+                "history": [],
+                "quarantined": [],
             }
         },
     }

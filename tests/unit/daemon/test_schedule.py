@@ -8,6 +8,7 @@ from rlcd.compaction.plan import Bin
 from rlcd.daemon.schedule import (
     Backlog,
     Backoff,
+    Quarantine,
     RunOutcome,
     Schedule,
     Trigger,
@@ -195,3 +196,51 @@ def test_a_leased_table_is_skipped_until_the_next_poll() -> None:
     assert state.due == "small_files"
     assert s.pick(9.9, 4) == []
     assert s.pick(10, 4) == ["t"]
+
+
+def test_a_retry_ends_the_backoff_and_keeps_the_backlog_due() -> None:
+    """After a quarantine, the table that backed off for its failed bins is ready once its
+    minimum interval passed, with what it saw still due (the next run plans without the
+    quarantined file)."""
+    s = observed(("t", backlog(5)))
+    for _ in range(5):
+        s = s.started("t").finished("t", RunOutcome.CONFLICTED, now=0, draw=0.5)
+    assert s.state("t").retry_at > TRIGGER.min_interval_s and s.pick(60, 4) == []
+    s = s.retry("t")
+    assert s.state("t").failures == 0 and s.pick(60, 4) == ["t"]
+
+
+# --- quarantine ------------------------------------------------------------------------------
+
+BAD = ("part=a/bad.parquet", None)
+
+
+def test_a_source_is_quarantined_at_its_nth_failure_and_reported_once() -> None:
+    """Failures count per (path, DV id) key; the ``after``-th quarantines (news once), later
+    ones keep it quarantined without news; other keys are counted apart."""
+    q = Quarantine()
+    q, news = q.failed(BAD, "not a readable Parquet file", after=3, now_s=1.0)
+    q, news2 = q.failed(BAD, "not a readable Parquet file", after=3, now_s=2.0)
+    assert not news and not news2 and q.excluded == frozenset()
+    assert q.suspects[BAD].failures == 2
+    q, news = q.failed(BAD, "truncated", after=3, now_s=3.0)
+    assert news and q.excluded == {BAD}
+    assert q.suspects[BAD].error == "truncated" and q.suspects[BAD].last_failed_s == 3.0
+    q, news = q.failed(BAD, "truncated", after=3, now_s=4.0)
+    assert not news and q.excluded == {BAD}
+    other = (BAD[0], "dv-1")  # the same path with a DV: another source
+    q, news = q.failed(other, "bad DV", after=3, now_s=5.0)
+    assert not news and q.excluded == {BAD} and q.suspects[other].failures == 1
+
+
+def test_a_source_that_left_the_table_leaves_the_quarantine() -> None:
+    """retain keeps only live keys (a DML or another compaction removed the others)."""
+    q, _ = Quarantine().failed(BAD, "e", after=1, now_s=0.0)
+    q, _ = q.failed(("x", None), "e", after=1, now_s=0.0)
+    assert q.retain({BAD, ("y", None)}).excluded == {BAD}
+    assert q.retain({BAD, ("x", None)}) is q
+
+
+def test_quarantine_after_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="quarantine_after"):
+        Quarantine().failed(BAD, "e", after=0, now_s=0.0)
