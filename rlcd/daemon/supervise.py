@@ -51,7 +51,8 @@ from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
 from rlcd.daemon.metrics import Health, Metrics, TableHealth
 from rlcd.daemon.schedule import Backlog, Backoff, RunOutcome, Schedule, Trigger
 from rlcd.delta.replay import Snapshot
-from rlcd.errors import RlcdError, UnsupportedFeatureError
+from rlcd.errors import CorruptLogError, RlcdError, UnsupportedFeatureError
+from rlcd.operations.vacuum import reclaimable_bytes
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.uri import TableUri
 
@@ -67,6 +68,8 @@ per bin (134 MiB: the default 1 GiB admits 7 bins, more than the 4 in flight by 
 _POLLS_AT_ONCE: Final = 16
 _CLEAN_EVERY_S: Final = 60.0
 """Cleanup runs at most this often per table, however short the orphan grace."""
+_MEASURE_EVERY_S: Final = 60.0
+"""An idle table's footprint is measured again this often: its tombstones expire with time."""
 
 StoreFactory = Callable[[TableUri], ObjectStore]
 """The store of a table (or of a discover prefix), built by the composition root."""
@@ -132,6 +135,7 @@ class _Table:
         self.bins_superseded = 0
         self.last_run: tuple[str, ...] = ()
         self.clean_at = -math.inf
+        self.measure_at = -math.inf
         self.removed = False
 
 
@@ -146,6 +150,18 @@ def _plan(policy: TablePolicy, snapshot: Snapshot, now_ms: int) -> tuple[Backlog
     _, bins = plan_table(snapshot, policy.compaction, before_ms=before if age_ms else None)
     young = [a.modification_time for a in snapshot.files.values() if a.modification_time >= before]
     return Backlog.of(bins), (min(young) + age_ms if age_ms and young else None)
+
+
+def _footprint(snapshot: Snapshot, now_ms: int) -> tuple[int, int, int | None]:
+    """The live files and bytes, and the bytes a vacuum would free (None when the table's
+    retention property cannot be read: a metric never fails a table). CPU over every file
+    and tombstone: run it in a worker thread."""
+    try:
+        reclaimable: int | None = reclaimable_bytes(snapshot, now_ms=now_ms)
+    except CorruptLogError:
+        reclaimable = None
+    files = snapshot.files.values()
+    return len(files), sum(a.size for a in files), reclaimable
 
 
 class Supervisor:
@@ -330,6 +346,7 @@ class Supervisor:
             t = self._tables.get(name)
             if t is None:
                 self._tables[name] = _Table(uri, policy, self._store_for(uri))
+                self.metrics.watch_table(name, now_s=self._wall_ms() / 1000)
                 log.info("table_added", table=name)
             else:
                 t.removed = False  # removed while it ran, and added back
@@ -429,8 +446,10 @@ class Supervisor:
             try:
                 poll = await t.watch.poll()
                 now_ms = self._wall_ms()
+                await self._measure(t, poll.snapshot, now_ms, changed=poll.changed)
                 stale = t.replan_at_ms is not None and now_ms >= t.replan_at_ms
                 if not (poll.changed or stale):
+                    self._in_hand(t, now_ms)
                     return
                 backlog, t.replan_at_ms = await anyio.to_thread.run_sync(
                     _plan, t.policy, poll.snapshot, now_ms
@@ -447,6 +466,22 @@ class Supervisor:
             small_files=backlog.files,
             pending_bytes=backlog.bytes,
         )
+        self._in_hand(t, now_ms)
+
+    async def _measure(self, t: _Table, snapshot: Snapshot, now_ms: int, *, changed: bool) -> None:
+        """Report the table's footprint after a change, and every :data:`_MEASURE_EVERY_S`."""
+        if not changed and self._clock() < t.measure_at:
+            return
+        t.measure_at = self._clock() + _MEASURE_EVERY_S
+        files, nbytes, reclaimable = await anyio.to_thread.run_sync(_footprint, snapshot, now_ms)
+        self.metrics.set_footprint(
+            t.name, live_files=files, live_bytes=nbytes, reclaimable_bytes=reclaimable
+        )
+
+    def _in_hand(self, t: _Table, now_ms: int) -> None:
+        """A poll that leaves nothing due is a success (rlcd_table_last_success_...)."""
+        if self._schedule.state(t.name).due is None:
+            self.metrics.record_success(t.name, now_s=now_ms / 1000)
 
     def _failed(self, t: _Table, exc: BaseException) -> None:
         now_s = self._wall_ms() / 1000
@@ -508,6 +543,7 @@ class Supervisor:
                     orphan_grace_s=None,  # cleaned on its own schedule (``_clean_due``)
                 )
         except Exception as exc:
+            self.metrics.count_run(t.name, RunOutcome.FAILED.value)
             self._failed(t, exc)
         else:
             self._finished(t, report)
@@ -547,5 +583,8 @@ class Supervisor:
         self._schedule = self._schedule.finished(
             t.name, outcome, now=self._clock(), draw=self._draw()
         )
+        now_s = self._wall_ms() / 1000
         self.metrics.count_run(t.name, outcome.value)
-        self.metrics.record_compaction(t.name, report, now_s=self._wall_ms() / 1000)
+        self.metrics.record_compaction(t.name, report, now_s=now_s)
+        if outcome is not RunOutcome.CONFLICTED:
+            self.metrics.record_success(t.name, now_s=now_s)
