@@ -30,7 +30,7 @@ import structlog
 from rlcd.daemon._systemd import Notifier, run_watchdog
 from rlcd.daemon.config import Settings, load_settings, with_instance
 from rlcd.daemon.logging import configure_logging
-from rlcd.daemon.metrics import Metrics, serve_metrics
+from rlcd.daemon.metrics import Metrics, serve_metrics, without_created_series
 from rlcd.daemon.supervise import Limits, Supervisor
 from rlcd.errors import ConfigError
 from rlcd.storage import LocalStore, S3Client
@@ -82,6 +82,7 @@ class Daemon:
         """
         settings = _load(path, instance)
         _configure(settings, stream)
+        without_created_series()
         async with S3Client(settings.s3) as client:
             yield cls(path, settings, client, instance=instance)
 

@@ -5,7 +5,11 @@ them to :class:`Metrics`, which aggregates.
 Names follow Prometheus conventions: ``rlcd_`` prefix, base units (``_bytes``, ``_seconds``),
 ``_total`` on counters, and label values drawn from small fixed sets (a table's URI, an
 operation, a reason code), never free text. Each daemon has its own registry, not the
-process-global one, so several in one process (tests) do not collide.
+process-global one, so several in one process (tests) do not collide; it also holds the
+standard ``process_*`` series (``process_start_time_seconds`` tells restarts). Times are Unix
+timestamps (``..._timestamp_seconds``), not ages: Prometheus computes ``time() - x``, and a
+timestamp stays right between scrapes. The daemon calls :func:`without_created_series` at its
+start, so counters and histograms carry no ``_created`` series.
 
 :func:`serve_metrics` runs an aiohttp server on the daemon's event loop; start it with
 ``await tg.start(serve_metrics, metrics, health, (host, port))``, which returns the bound
@@ -15,6 +19,7 @@ address (port 0 picks a free port) once it listens.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
@@ -23,7 +28,15 @@ from typing import Final
 import anyio
 from aiohttp import web
 from anyio.abc import TaskStatus
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from rlcd import __version__
@@ -40,10 +53,18 @@ __all__ = (
     "Health",
     "metrics_app",
     "serve_metrics",
+    "without_created_series",
 )
 
 BIN_DURATION_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 """Seconds, from a small bin on local disk to a 1 GiB bin fetched from S3."""
+
+
+def without_created_series() -> None:
+    """Leave out the ``_created`` series of counters and histograms (a timestamp per series
+    that doubles what is scraped and that no dashboard or rule of rlcd uses). It is
+    prometheus_client's process-wide switch: the daemon's start calls it, not an import."""
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it untyped
 
 
 def _failure_reason(failure: BinFailure) -> str:
@@ -142,11 +163,13 @@ class Health:
 class Metrics:
     """The daemon's metrics, in their own registry (:attr:`registry`).
 
-    The daemon calls :meth:`record_compaction` and :meth:`count_run` after each run,
+    The daemon calls :meth:`watch_table` when it starts watching a table,
+    :meth:`record_compaction` and :meth:`count_run` after each run,
     :meth:`count_lease_skip` for work another run's lease turned away,
-    :meth:`observe_bin` as each bin ends, :meth:`set_backlog` after each poll,
-    :meth:`record_error` when a table fails, :meth:`set_quarantined` when its quarantine
-    changes, :meth:`forget_table` when a reload drops one;
+    :meth:`observe_bin` as each bin ends, :meth:`set_backlog` after each poll that planned,
+    :meth:`set_footprint` after each poll that measured the table, :meth:`record_success` when
+    the table is in hand, :meth:`record_error` when it fails, :meth:`forget_table` when a
+    reload drops one;
     :meth:`count_request` is a :class:`~rlcd.storage.metered.MeteredStore` ``on_request`` hook.
     """
 
@@ -174,8 +197,8 @@ class Metrics:
         self.runs = self._counter(
             "rlcd_compaction_runs",
             "Compaction runs that ended, by outcome: committed, superseded (what did not commit "
-            "lost only to another compaction of the same files: no failure) or conflicted "
-            "(nothing committed); a run that raised is in rlcd_table_errors",
+            "lost only to another compaction of the same files: no failure), conflicted "
+            "(nothing committed) or failed (the run raised; its error is in rlcd_table_errors)",
             "outcome",
         )
         self.lease_skips = self._counter(
@@ -194,10 +217,29 @@ class Metrics:
             "rlcd_table_errors", "Failed polls or runs of a table, by error type", "error"
         )
         self.small_files = self._gauge(
-            "rlcd_table_small_files", "Files under the table's min_file_size"
+            "rlcd_table_small_files",
+            "Files a compaction would rewrite now (the small-file backlog, files)",
         )
         self.pending_bytes = self._gauge(
-            "rlcd_table_pending_bytes", "Bytes of the small files awaiting compaction"
+            "rlcd_table_pending_bytes", "Bytes of the files a compaction would rewrite now"
+        )
+        self.live_files = self._gauge("rlcd_table_live_files", "Files the table's version reads")
+        self.live_bytes = self._gauge(
+            "rlcd_table_live_bytes", "Bytes of the files the table's version reads"
+        )
+        self.reclaimable_bytes = self._gauge(
+            "rlcd_table_vacuum_reclaimable_bytes",
+            "Bytes of removed files past the table's deletedFileRetentionDuration, which a "
+            "vacuum would delete (from the log; NaN when the retention cannot be read)",
+        )
+        self.last_success = self._gauge(
+            "rlcd_table_last_success_timestamp_seconds",
+            "When the table was last in hand (Unix time): a poll found nothing due or a run "
+            "committed or was superseded; until then, when the daemon began watching it",
+        )
+        self.failures = self._gauge(
+            "rlcd_table_consecutive_failures",
+            "Failed polls and runs of the table since it was last in hand",
         )
         self.version = self._gauge("rlcd_table_version", "The table's last version seen")
         self.quarantined = self._gauge(
@@ -227,6 +269,7 @@ class Metrics:
             "rlcd_s3_bytes", "Bytes object-store requests read or wrote, by operation", operation,
             registry=self.registry,
         )  # fmt: skip
+        ProcessCollector(registry=self.registry)
         build = Info("rlcd_build", "The running rlcd", registry=self.registry)
         build.info({"version": __version__})
 
@@ -274,7 +317,7 @@ class Metrics:
 
     def count_run(self, table: str, outcome: str) -> None:
         """A run of ``table`` ended with ``outcome`` (a :class:`~rlcd.daemon.schedule.RunOutcome`
-        value other than ``failed``)."""
+        value)."""
         self.runs.labels(table, outcome).inc()
 
     def count_lease_skip(self, table: str, work: str) -> None:
@@ -299,10 +342,32 @@ class Metrics:
         """``table`` has ``files`` quarantined sources now."""
         self.quarantined.labels(table).set(files)
 
+    def set_footprint(
+        self, table: str, *, live_files: int, live_bytes: int, reclaimable_bytes: int | None
+    ) -> None:
+        """What ``table``'s version reads, and what a vacuum would free (None: unknown)."""
+        self.live_files.labels(table).set(live_files)
+        self.live_bytes.labels(table).set(live_bytes)
+        self.reclaimable_bytes.labels(table).set(
+            math.nan if reclaimable_bytes is None else reclaimable_bytes
+        )
+
+    def watch_table(self, table: str, *, now_s: float) -> None:
+        """The daemon began watching ``table``: its failures and last success start from now,
+        so a table never in hand is alerted on like one that stopped being."""
+        self.record_success(table, now_s=now_s)
+
+    def record_success(self, table: str, *, now_s: float) -> None:
+        """``table`` is in hand: nothing due after a poll, or a run committed or was
+        superseded."""
+        self.last_success.labels(table).set(now_s)
+        self.failures.labels(table).set(0)
+
     def record_error(self, table: str, error: BaseException, *, now_s: float) -> None:
         """``table`` failed with ``error`` (labelled by its type, never its message)."""
         self.errors.labels(table, type(error).__name__).inc()
         self.last_error.labels(table).set(now_s)
+        self.failures.labels(table).inc()
 
     def forget_table(self, table: str) -> None:
         """Drop every series of a table no longer configured (after a reload)."""

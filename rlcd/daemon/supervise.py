@@ -75,7 +75,8 @@ from rlcd.daemon.schedule import (
     Trigger,
 )
 from rlcd.delta.replay import Snapshot
-from rlcd.errors import RlcdError, UnsupportedFeatureError
+from rlcd.errors import CorruptLogError, RlcdError, UnsupportedFeatureError
+from rlcd.operations.vacuum import reclaimable_bytes
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.uri import TableUri
 
@@ -101,6 +102,8 @@ HISTORY: Final = 5
 """Runs of each table kept for ``rlcd status``."""
 _CLEAN_EVERY_S: Final = 60.0
 """Cleanup runs at most this often per table, however short the orphan grace."""
+_MEASURE_EVERY_S: Final = 60.0
+"""An idle table's footprint is measured again this often: its tombstones expire with time."""
 
 StoreFactory = Callable[[TableUri], ObjectStore]
 """The store of a table (or of a discover prefix), built by the composition root."""
@@ -172,6 +175,7 @@ class _Table:
         self.history: deque[RunRecord] = deque(maxlen=HISTORY)
         self.quarantine = Quarantine()
         self.clean_at = -math.inf
+        self.measure_at = -math.inf
         self.removed = False
 
 
@@ -190,6 +194,18 @@ def _plan(
     )
     young = [a.modification_time for a in snapshot.files.values() if a.modification_time >= before]
     return Backlog.of(bins), (min(young) + age_ms if age_ms and young else None)
+
+
+def _footprint(snapshot: Snapshot, now_ms: int) -> tuple[int, int, int | None]:
+    """The live files and bytes, and the bytes a vacuum would free (None when the table's
+    retention property cannot be read: a metric never fails a table). CPU over every file
+    and tombstone: run it in a worker thread."""
+    try:
+        reclaimable: int | None = reclaimable_bytes(snapshot, now_ms=now_ms)
+    except CorruptLogError:
+        reclaimable = None
+    files = snapshot.files.values()
+    return len(files), sum(a.size for a in files), reclaimable
 
 
 class Supervisor:
@@ -392,6 +408,7 @@ class Supervisor:
             if t is None:
                 self._tables[name] = _Table(uri, policy, self._store_for(uri))
                 self.metrics.set_quarantined(name, 0)
+                self.metrics.watch_table(name, now_s=self._wall_ms() / 1000)
                 log.info("table_added", table=name)
             else:
                 t.removed = False  # removed while it ran, and added back
@@ -507,8 +524,10 @@ class Supervisor:
             try:
                 poll = await t.watch.poll()
                 now_ms = self._wall_ms()
+                await self._measure(t, poll.snapshot, now_ms, changed=poll.changed)
                 stale = t.replan_at_ms is not None and now_ms >= t.replan_at_ms
                 if not (poll.changed or stale):
+                    self._in_hand(t, now_ms)
                     return
                 if t.quarantine.suspects:  # a file removed or rewritten is no suspect
                     live = {a.key for a in poll.snapshot.files.values()}
@@ -528,6 +547,22 @@ class Supervisor:
             small_files=backlog.files,
             pending_bytes=backlog.bytes,
         )
+        self._in_hand(t, now_ms)
+
+    async def _measure(self, t: _Table, snapshot: Snapshot, now_ms: int, *, changed: bool) -> None:
+        """Report the table's footprint after a change, and every :data:`_MEASURE_EVERY_S`."""
+        if not changed and self._clock() < t.measure_at:
+            return
+        t.measure_at = self._clock() + _MEASURE_EVERY_S
+        files, nbytes, reclaimable = await anyio.to_thread.run_sync(_footprint, snapshot, now_ms)
+        self.metrics.set_footprint(
+            t.name, live_files=files, live_bytes=nbytes, reclaimable_bytes=reclaimable
+        )
+
+    def _in_hand(self, t: _Table, now_ms: int) -> None:
+        """A poll that leaves nothing due is a success (rlcd_table_last_success_...)."""
+        if self._schedule.state(t.name).due is None:
+            self.metrics.record_success(t.name, now_s=now_ms / 1000)
 
     def _failed(self, t: _Table, exc: BaseException) -> None:
         now_s = self._wall_ms() / 1000
@@ -593,6 +628,7 @@ class Supervisor:
             t.history.append(
                 RunRecord(self._wall_ms() / 1000, RunOutcome.FAILED.value, error=str(exc))
             )
+            self.metrics.count_run(t.name, RunOutcome.FAILED.value)
             self._failed(t, exc)
         else:
             self._finished(t, report)
@@ -635,9 +671,10 @@ class Supervisor:
         )
         if quarantined:
             self._schedule = self._schedule.retry(t.name)
+        now_s = self._wall_ms() / 1000
         t.history.append(
             RunRecord(
-                when=self._wall_ms() / 1000,
+                when=now_s,
                 outcome=outcome.value,
                 bins=len(report.planned),
                 bins_committed=len(report.committed),
@@ -651,7 +688,9 @@ class Supervisor:
             )
         )
         self.metrics.count_run(t.name, outcome.value)
-        self.metrics.record_compaction(t.name, report, now_s=self._wall_ms() / 1000)
+        self.metrics.record_compaction(t.name, report, now_s=now_s)
+        if outcome is not RunOutcome.CONFLICTED:
+            self.metrics.record_success(t.name, now_s=now_s)
 
     # --- quarantine -----------------------------------------------------------------------
 

@@ -217,6 +217,18 @@ class VacuumRules:
                 found[key] = None
         return list(found)
 
+    def reclaimable(self) -> list[Candidate]:
+        """The expired tombstones' data files a lite vacuum would delete, each once, with the
+        size its tombstone records (0 where it records none): what a vacuum would free, judged
+        from the log alone (a file already deleted counts until a checkpoint drops its
+        tombstone; a DV file's size is not in the log)."""
+        found: dict[str, int] = {}
+        for tombstone in self.expired:
+            key = _key(self.root, tombstone.path)
+            if isinstance(key, str) and key not in found and self.listed(key, self.cutoff_ms - 1):
+                found[key] = tombstone.size or 0
+        return [Candidate(key, size) for key, size in found.items()]
+
     def outside(self) -> list[Outside]:
         """The paths of expired tombstones that lie outside the table: reported, never
         deleted (delta-rs and Spark skip them the same way)."""

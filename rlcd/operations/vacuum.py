@@ -57,6 +57,7 @@ __all__ = (
     "VacuumMode",
     "VacuumReport",
     "parse_retain",
+    "reclaimable_bytes",
     "table_retention_ms",
     "vacuum_table",
 )
@@ -119,6 +120,31 @@ def table_retention_ms(snapshot: Snapshot) -> int:
         ) from exc
 
 
+def reclaimable_bytes(snapshot: Snapshot, *, now_ms: int) -> int:
+    """Bytes a vacuum with the table's retention would free now, from the log alone
+    (:meth:`~rlcd.operations._vacuum_rules.VacuumRules.reclaimable`): no IO, so the daemon
+    can report it after every poll.
+
+    Raises:
+        CorruptLogError: the table's retention property is not an interval.
+    """
+    rules = _rules(snapshot, now_ms, table_retention_ms(snapshot))
+    return sum(c.size for c in rules.reclaimable())
+
+
+def _rules(snapshot: Snapshot, now_ms: int, retention_ms: int) -> VacuumRules:
+    """Vacuum's rules for ``snapshot`` (its files, tombstones and change data files)."""
+    return VacuumRules.of(
+        snapshot.table,
+        partition_columns=snapshot.metadata.partition_columns,
+        files=snapshot.files.values(),
+        tombstones=snapshot.tombstones.values(),
+        cdc_files=snapshot.cdc_files,
+        now_ms=now_ms,
+        retention_ms=retention_ms,
+    )
+
+
 async def vacuum_table(
     store: ObjectStore,
     *,
@@ -149,15 +175,7 @@ async def vacuum_table(
     table_ms = table_retention_ms(snapshot)
     retention = table_ms if retain_ms is None else retain_ms
     warnings = _check_retention(store.root, retention, table_ms, allow_short_retention)
-    rules = VacuumRules.of(
-        store.root,
-        partition_columns=snapshot.metadata.partition_columns,
-        files=snapshot.files.values(),
-        tombstones=snapshot.tombstones.values(),
-        cdc_files=snapshot.cdc_files,
-        now_ms=int(time.time() * 1000) if now_ms is None else now_ms,
-        retention_ms=retention,
-    )
+    rules = _rules(snapshot, int(time.time() * 1000) if now_ms is None else now_ms, retention)
     if mode == "full":
         files = [
             Candidate(meta.key, meta.size)

@@ -269,3 +269,46 @@ async def test_with_the_lease_off_the_daemon_compacts_a_leased_table(tmp_path: P
     )
     await supervisor.run(once=True)
     assert live_files(path) == 1 and delta_rs_rows(path) == before
+
+
+async def test_metrics_show_footprint_reclaimable_bytes_success_and_failures(
+    tmp_path: Path,
+) -> None:
+    """After a compaction and the next poll, a table's live files and bytes are the output's,
+    and its removed sources (their tombstones past a zero retention) are what a vacuum would
+    free; its last success is stamped and its failures are 0. A corrupt table counts one
+    failure per pass, and its last success stays when it began to be watched."""
+    good, corrupt = tmp_path / "tables" / "good", tmp_path / "tables" / "corrupt"
+    zero = {"delta.deletedFileRetentionDuration": "interval 0 seconds"}
+    for i in range(3):
+        append(good, batch(i * 10, 10), configuration=zero if i == 0 else None)
+        append(corrupt, batch(i * 10, 10))
+    (corrupt / "_delta_log" / f"{1:020d}.json").write_text("{not json\n")
+    sources = sum(p.stat().st_size for p in good.glob("*.parquet"))
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    wall = [1_000_000]
+    supervisor = Supervisor(
+        settings,
+        store_for=lambda uri: LocalStore(uri.prefix),
+        limits=Limits.of(settings),
+        wall_ms=lambda: wall[0],
+    )
+    await supervisor.run(once=True)  # polls, compacts the good table
+    wall[0] += 1_000
+    await supervisor.run(once=True)  # polls again: the new version, nothing due
+    assert live_files(good) == 1
+    output = sum(p.stat().st_size for p in good.glob("*.parquet")) - sources  # not vacuumed
+
+    def value(name: str, path: Path, **labels: str) -> float | None:
+        table = str(TableUri.parse(str(path)))
+        return supervisor.metrics.registry.get_sample_value(name, {"table": table, **labels})
+
+    assert value("rlcd_table_live_files", good) == 1
+    assert value("rlcd_table_live_bytes", good) == output
+    assert value("rlcd_table_vacuum_reclaimable_bytes", good) == sources
+    assert value("rlcd_table_last_success_timestamp_seconds", good) == 1_001
+    assert value("rlcd_table_consecutive_failures", good) == 0
+    assert value("rlcd_compaction_runs_total", good, outcome="committed") == 1
+    assert value("rlcd_table_consecutive_failures", corrupt) == 1  # backing off: polled once
+    assert value("rlcd_table_last_success_timestamp_seconds", corrupt) == 1_000
+    assert value("rlcd_table_live_files", corrupt) is None

@@ -3,6 +3,7 @@ on the event loop."""
 
 from __future__ import annotations
 
+import math
 import socket
 
 import aiohttp
@@ -129,14 +130,14 @@ def test_a_masked_source_is_not_counted_as_compacted() -> None:
 def test_runs_are_counted_by_outcome() -> None:
     """A run superseded by another compaction is counted apart from conflicted ones."""
     m = Metrics()
-    for outcome in ("committed", "superseded", "superseded", "conflicted"):
+    for outcome in ("committed", "superseded", "superseded", "conflicted", "failed"):
         m.count_run(T, outcome)
     runs = {
         dict(k[1])["outcome"]: v
         for k, v in samples(m).items()
         if k[0] == "rlcd_compaction_runs_total"
     }
-    assert runs == {"committed": 1, "superseded": 2, "conflicted": 1}
+    assert runs == {"committed": 1, "superseded": 2, "conflicted": 1, "failed": 1}
 
 
 def test_a_dry_run_counts_nothing() -> None:
@@ -172,6 +173,31 @@ def test_gauges_errors_and_requests() -> None:
     assert "secret detail" not in m.render().decode()
 
 
+def test_footprint_success_and_consecutive_failures() -> None:
+    """Live files and bytes and what a vacuum would free (NaN when unknown); failures count up
+    until the table is in hand again, which stamps its last success; a watched table starts
+    in hand; the process's start time is there to tell restarts."""
+    m = Metrics()
+    m.watch_table(T, now_s=10.0)
+    m.set_footprint(T, live_files=3, live_bytes=3000, reclaimable_bytes=700)
+    for _ in range(2):
+        m.record_error(T, TimeoutError(), now_s=20.0)
+    got = samples(m)
+    t = (("table", T),)
+    assert got[("rlcd_table_live_files", t)] == 3
+    assert got[("rlcd_table_live_bytes", t)] == 3000
+    assert got[("rlcd_table_vacuum_reclaimable_bytes", t)] == 700
+    assert got[("rlcd_table_last_success_timestamp_seconds", t)] == 10.0
+    assert got[("rlcd_table_consecutive_failures", t)] == 2
+    assert got[("process_start_time_seconds", ())] > 0
+    m.record_success(T, now_s=30.0)
+    m.set_footprint(T, live_files=1, live_bytes=900, reclaimable_bytes=None)
+    got = samples(m)
+    assert got[("rlcd_table_consecutive_failures", t)] == 0
+    assert got[("rlcd_table_last_success_timestamp_seconds", t)] == 30.0
+    assert math.isnan(got[("rlcd_table_vacuum_reclaimable_bytes", t)])
+
+
 def test_forgetting_a_table_drops_all_its_series() -> None:
     """After a reload drops a table, none of its series remain; other tables keep theirs."""
     m = Metrics()
@@ -180,19 +206,22 @@ def test_forgetting_a_table_drops_all_its_series() -> None:
         m.record_compaction(table, report(), now_s=1.0)
         m.set_backlog(table, version=1, small_files=1, pending_bytes=1)
         m.record_error(table, ValueError(), now_s=1.0)
+        m.set_footprint(table, live_files=1, live_bytes=1, reclaimable_bytes=1)
     m.forget_table(T)
     tables = {dict(labels).get("table") for _, labels in samples(m)}
     assert T not in tables and other in tables
 
 
 def test_metric_names_follow_prometheus_conventions() -> None:
-    """Every family is rlcd_-prefixed snake case; counters end in _total, units are base units."""
+    """Every family is rlcd_-prefixed snake case (beside the standard process_ ones); counters
+    end in _total, units are base units."""
     m = Metrics()
     m.record_compaction(T, report(), now_s=1.0)
     families = list(text_string_to_metric_families(m.render().decode()))
     assert families
     for family in families:
-        assert family.name.startswith("rlcd_") and family.name == family.name.lower()
+        assert family.name.startswith(("rlcd_", "process_"))
+        assert family.name == family.name.lower()
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
         assert not family.name.endswith(("_ms", "_milliseconds", "_kb", "_mib"))

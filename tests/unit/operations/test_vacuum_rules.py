@@ -231,6 +231,26 @@ def test_candidates_are_unique() -> None:
     assert rules.lite_candidates() == ["a.parquet", DV_KEY, "b"]
 
 
+def test_reclaimable_counts_each_expired_data_file_once_by_its_tombstones_size() -> None:
+    """What a vacuum would free: expired tombstones' data files, once each, at the size the
+    tombstone records; not a live file, a tombstone inside the window, a path outside the
+    table, nor a DV file (its size is not in the log)."""
+    sized = RemoveFile(path="c.parquet", deletion_timestamp=0, size=None)
+    rules = _rules(
+        [AddFile(path="live.parquet", size=1)],
+        [
+            _gone("a.parquet", at=0),
+            _gone("a.parquet", at=1, dv=DV),
+            _gone("live.parquet", at=0),
+            _gone("young.parquet", at=NOW),
+            _gone("s3://other/b.parquet", at=0),
+            sized,
+        ],
+        retention=HOUR,
+    )
+    assert [(c.key, c.size) for c in rules.reclaimable()] == [("a.parquet", 100), ("c.parquet", 0)]
+
+
 def _line(kind: str, body: dict[str, object]) -> bytes:
     return json.dumps({kind: body}).encode() + b"\n"
 
