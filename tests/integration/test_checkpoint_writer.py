@@ -8,6 +8,7 @@ readers must then see, from the checkpoint alone, the files and rows they saw be
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from datetime import date, datetime
 from decimal import Decimal
@@ -18,19 +19,26 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from structlog.testing import capture_logs
 
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta._last_checkpoint import json_checksum
 from rlcd.delta.actions import CommitInfo, Metadata
-from rlcd.delta.checkpoint_writer import CheckpointExists, CheckpointWritten, write_checkpoint
+from rlcd.delta.checkpoint_writer import (
+    PUT_LIMIT,
+    CheckpointExists,
+    CheckpointWritten,
+    write_checkpoint,
+)
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.log_path import LogPath
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.write import write_commit
 from rlcd.operations._dv_writer import delete_rows
 from rlcd.storage import LocalStore, open_store
-from tests.integration.tables import append, batch, delta_rs_rows, kernel_rows
+from tests.conftest import fixture_table
+from tests.integration.tables import S3Mirror, append, batch, delta_rs_rows, kernel_rows
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -282,3 +290,40 @@ async def test_expired_tombstones_are_left_out(copy_fixture: Any) -> None:
     removes = pq.read_table(path / written.key).column("remove").drop_null()
     assert len(removes) == 0
     assert written.actions == 2 + len(snap.txns) + len(snap.domains) + len(snap.files)
+
+
+async def test_a_failed_checkpoint_never_fails_the_commit(tmp_path: Path) -> None:
+    """When the post-commit checkpoint cannot be written, the commit stands, with a warning."""
+    append(tmp_path, batch(0, 30), configuration={"delta.enableDeletionVectors": "true"})
+    await _set_properties(tmp_path, {"delta.checkpointInterval": "ten"})
+    async with LocalStore(tmp_path) as store:
+        snap = await load_snapshot(store)
+        first = next(iter(snap.files))
+        with capture_logs() as logs:
+            await delete_rows(store, snap, {first: [0, 1]})
+        assert (await load_snapshot(store)).version == snap.version + 1
+    failed = [e for e in logs if e["event"] == "checkpoint_failed"]
+    assert len(failed) == 1 and "checkpointInterval" in failed[0]["error"]
+    assert not list((tmp_path / "_delta_log").glob("*.checkpoint*"))
+
+
+@pytest.mark.parametrize("put_limit", [PUT_LIMIT, 0], ids=["put-if-absent", "streamed"])
+async def test_checkpoint_on_s3(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, put_limit: int
+) -> None:
+    """On S3 (moto) the checkpoint and hint land as on disk, by either upload."""
+    local = tmp_path / "t"
+    shutil.copytree(fixture_table("dv-with-columnmapping"), local)
+    rows = delta_rs_rows(local)
+    mirror = S3Mirror(moto_endpoint, s3_bucket)
+    uri = mirror.upload(local, "tables/t")
+    async with open_store(uri, s3=mirror.config) as store:
+        written = await write_checkpoint(store, await load_snapshot(store), put_limit=put_limit)
+        assert isinstance(written, CheckpointWritten)
+        again = await write_checkpoint(store, await load_snapshot(store), put_limit=put_limit)
+        assert isinstance(again, CheckpointExists)
+    assert mirror.multipart_uploads() == 0
+    back = mirror.download("tables/t", tmp_path / "back")
+    _drop_history(back, written.version)
+    assert delta_rs_rows(back) == rows
+    assert kernel_rows(back) == rows
