@@ -258,6 +258,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_s3_options(verify)
     _add_delete_commands(sub)
     _add_vacuum_command(sub)
+    _add_checkpoint_command(sub)
     daemon_commands.add_commands(sub)
     return parser
 
@@ -350,6 +351,38 @@ def _add_vacuum_command(sub: argparse._SubParsersAction[_Subcommand]) -> None:
     )
     vacuum.set_defaults(mode="lite")
     _add_s3_options(vacuum)
+
+
+def _add_checkpoint_command(sub: argparse._SubParsersAction[_Subcommand]) -> None:
+    checkpoint = sub.add_parser(
+        "checkpoint",
+        help="write a checkpoint of the table's current version",
+        description="Write the checkpoint of the table's latest version (classic single file, "
+        "or V2 with the v2Checkpoint feature) and update _delta_log/_last_checkpoint. A "
+        "version that has a checkpoint already keeps it. rlcd also writes one after its own "
+        "commits on every multiple of delta.checkpointInterval.",
+        epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    checkpoint.add_argument("table", help="s3://bucket/prefix, file:///path or a local path")
+    _add_s3_options(checkpoint)
+
+
+async def _checkpoint(args: argparse.Namespace) -> int:
+    from rlcd.delta.checkpoint_writer import CheckpointWritten, write_checkpoint
+    from rlcd.delta.load import load_snapshot
+
+    async with _open(args) as store:
+        result = await write_checkpoint(store, await load_snapshot(store))
+    if isinstance(result, CheckpointWritten):
+        print(
+            f"{store.root}: wrote {result.key} for version {result.version} "
+            f"({count(result.actions, 'action')}, {count(result.add_files, 'live file')}, "
+            f"{human_bytes(result.size_in_bytes)})"
+        )
+    else:
+        print(f"{store.root}: version {result.version} has a checkpoint already: {result.key}")
+    return EXIT_OK
 
 
 async def _vacuum(args: argparse.Namespace) -> int:
@@ -707,6 +740,7 @@ def _main(args: argparse.Namespace) -> int:
         "delete": lambda: _delete(args),
         "enable-dv": lambda: _enable_dv(args),
         "vacuum": lambda: _vacuum(args),
+        "checkpoint": lambda: _checkpoint(args),
     }
     daemon_handler = daemon_commands.HANDLERS.get(args.command)
     try:

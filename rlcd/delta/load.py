@@ -10,11 +10,10 @@ the table, version and file.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import anyio
 import pyarrow as pa
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from rlcd.delta._checkpoint import checkpoint_actions
+from rlcd.delta._last_checkpoint import json_checksum
 from rlcd.delta._segment import LogSegment, build_segment
 from rlcd.delta.actions import (
     Action,
@@ -86,28 +86,7 @@ async def list_log(store: ObjectStore, *, after_version: int | None = None) -> l
 def _checksum_ok(hint: dict[str, Any]) -> bool:
     """The ``_last_checkpoint`` checksum rule of delta-protocol.md §1.3 (absent = fine)."""
     expected = hint.get("checksum")
-    if expected is None:
-        return True
-    pairs: list[tuple[bytes, str]] = []
-
-    def enc(s: str) -> str:
-        return quote(s, safe="-._~")
-
-    def walk(value: Any, path: str) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f'{path}+"{enc(k)}"' if path else f'"{enc(k)}"')
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{path}+{i}")
-        else:
-            rendered = f'"{enc(value)}"' if isinstance(value, str) else json.dumps(value)
-            pairs.append((path.encode(), f"{path}={rendered}"))
-
-    walk({k: v for k, v in hint.items() if k != "checksum"}, "")
-    pairs.sort(key=lambda p: p[0])
-    digest = hashlib.md5(",".join(p[1] for p in pairs).encode(), usedforsecurity=False)
-    return bool(digest.hexdigest() == expected)
+    return expected is None or json_checksum(hint) == expected
 
 
 async def _last_checkpoint_version(store: ObjectStore) -> int | None:

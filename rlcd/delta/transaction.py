@@ -10,7 +10,9 @@ the state and the winners that took the version into the state of the next attem
 2. put the commit (:func:`attempt_commit`): :class:`Committed`, :class:`Conflict` with the
    winners read by key, or :class:`Unknown` when the store kept failing;
 3. on a conflict, replay the winners onto the snapshot, ``rebase``, wait a jittered backoff
-   (the full-jitter schedule of :mod:`rlcd.storage.retry`) and go back to 1.
+   (the full-jitter schedule of :mod:`rlcd.storage.retry`) and go back to 1;
+4. once committed, write the version's checkpoint when ``delta.checkpointInterval`` says it is
+   due (:func:`rlcd.delta.checkpoint_writer.checkpoint_after_commit`; a failure is a warning).
 
 An ambiguous put (the store failed, so the object may or may not have been stored) is settled
 by putting the same bytes again and reading the ``txnId`` of whatever holds the version (Spark
@@ -30,6 +32,7 @@ import anyio
 import structlog
 
 from rlcd.delta.actions import Action, CommitInfo
+from rlcd.delta.checkpoint_writer import checkpoint_after_commit
 from rlcd.delta.load import read_commit, read_commits_after
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, replay
@@ -164,6 +167,8 @@ async def run_transaction(
             return TransactionResult(built, state, attempt - 1, current)
         actions, state = built
         outcome = await attempt_commit(store, current, actions, txn_id)
+        if isinstance(outcome, Committed):
+            await checkpoint_after_commit(store, current, outcome.version, actions)
         if isinstance(outcome, Committed | Unknown):
             return TransactionResult(outcome, state, attempt, current)
         current = replay(store.root, outcome.winners, base=current)

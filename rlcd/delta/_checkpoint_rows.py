@@ -1,0 +1,494 @@
+"""The checkpoint schema Spark writes, and actions as rows of it. Pure.
+
+A checkpoint has one nullable struct column per action type and one action per row
+(delta-protocol.md §1.4). The columns and types are those of Spark's checkpoints (read from the
+golden tables): ``int32`` reader/writer versions and DV offset/size, ``int64`` elsewhere, string
+maps for ``partitionValues``, ``tags``, ``configuration`` and ``format.options``, and the
+transient ``deletionVector.maxRowIndex`` as a null column. What the table's properties ask for
+decides the rest:
+
+- ``add.stats`` (JSON text) unless ``delta.checkpoint.writeStatsAsJson`` is ``false``;
+- ``add.stats_parsed`` and ``add.partitionValues_parsed`` only when
+  ``delta.checkpoint.writeStatsAsStruct`` is ``true`` (the protocol's default is ``false``;
+  Spark's own is ``true``, delta-protocol.md §1.4). ``stats_parsed`` has the table's stats
+  columns (:mod:`rlcd.delta.stats_spec`) by physical name with their own types; a bound that
+  does not fit its column (another writer's stats, an older schema) is left null, which means
+  "unknown" to every reader and so never skips a file wrongly;
+- ``checkpointMetadata`` for a V2 checkpoint (the ``v2Checkpoint`` feature).
+
+Removes lose ``stats`` and ``tags`` (the protocol drops them from checkpoints); adds and removes
+are written with ``dataChange=false``, as Spark's replay writes them. Members rlcd does not know
+(an action's ``extra``) are not written: a checkpoint's schema is fixed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final
+
+import pyarrow as pa
+
+from rlcd.delta.actions import (
+    Action,
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
+from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
+from rlcd.delta.partitions import parse_partition_value
+from rlcd.delta.schema import (
+    DataType,
+    DecimalType,
+    PrimitiveType,
+    StructType,
+    column_mapping_mode,
+    parse_schema,
+    physical_name,
+    physical_partition_columns,
+    to_arrow_type,
+)
+from rlcd.delta.stats_spec import StatKind, stats_spec
+
+__all__ = ("CheckpointLayout", "checkpoint_layout", "action_rows")
+__pure__ = True
+
+STATS_AS_JSON_KEY: Final = "delta.checkpoint.writeStatsAsJson"
+STATS_AS_STRUCT_KEY: Final = "delta.checkpoint.writeStatsAsStruct"
+
+_STRING_MAP: Final = pa.map_(pa.string(), pa.string())
+_DV: Final = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+        ("maxRowIndex", pa.int64()),
+    ]
+)
+_PROTOCOL: Final = pa.struct(
+    [
+        ("minReaderVersion", pa.int32()),
+        ("minWriterVersion", pa.int32()),
+        ("readerFeatures", pa.list_(pa.string())),
+        ("writerFeatures", pa.list_(pa.string())),
+    ]
+)
+_METADATA: Final = pa.struct(
+    [
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("format", pa.struct([("provider", pa.string()), ("options", _STRING_MAP)])),
+        ("schemaString", pa.string()),
+        ("partitionColumns", pa.list_(pa.string())),
+        ("configuration", _STRING_MAP),
+        ("createdTime", pa.int64()),
+    ]
+)
+_TXN: Final = pa.struct(
+    [("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())]
+)
+_DOMAIN: Final = pa.struct(
+    [("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]
+)
+_CHECKPOINT_METADATA: Final = pa.struct([("version", pa.int64()), ("tags", _STRING_MAP)])
+_FILE_FIELDS: Final = (
+    ("path", pa.string()),
+    ("partitionValues", _STRING_MAP),
+    ("size", pa.int64()),
+)
+_ROW_TRACKING: Final = (
+    ("deletionVector", _DV),
+    ("baseRowId", pa.int64()),
+    ("defaultRowCommitVersion", pa.int64()),
+)
+_REMOVE: Final = pa.struct(
+    [
+        ("path", pa.string()),
+        ("deletionTimestamp", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("extendedFileMetadata", pa.bool_()),
+        ("partitionValues", _STRING_MAP),
+        ("size", pa.int64()),
+        *_ROW_TRACKING,
+    ]
+)
+_INT_RANGE: Final = {"byte": 8, "short": 16, "integer": 32, "long": 64}
+
+Convert = Callable[[Any], Any]
+"""A stats JSON value to the Python value of its ``stats_parsed`` type, or None if it does not
+fit."""
+
+
+@dataclass(frozen=True, slots=True)
+class _StatsColumns:
+    """The ``stats_parsed`` struct and how to fill it: leaf converters by physical path."""
+
+    arrow: pa.DataType
+    bounds: Mapping[tuple[str, ...], Convert]
+    null_counts: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointLayout:
+    """The schema of one checkpoint and what goes in its optional columns."""
+
+    schema: pa.Schema
+    v2: bool
+    stats_as_json: bool
+    partitions: Mapping[str, DataType] | None
+    """Physical partition column -> type, when ``partitionValues_parsed`` is written."""
+    stats: _StatsColumns | None
+    """When ``stats_parsed`` is written."""
+
+
+def _flag(config: Mapping[str, str], key: str, default: bool) -> bool:
+    value = config.get(key)
+    return default if value is None else str(value).strip().lower() == "true"
+
+
+def checkpoint_layout(metadata: Metadata, *, v2: bool) -> CheckpointLayout:
+    """The checkpoint schema for a table with this metadata (V2: with ``checkpointMetadata``).
+
+    Raises:
+        ValueError: the schema or column mapping cannot be read (the table is not one rlcd
+            can checkpoint; the caller aborts).
+    """
+    config = metadata.configuration
+    as_json = _flag(config, STATS_AS_JSON_KEY, True)
+    as_struct = _flag(config, STATS_AS_STRUCT_KEY, False)
+    add_fields: list[tuple[str, pa.DataType]] = [
+        *_FILE_FIELDS,
+        ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("stats", pa.string()),
+        ("tags", _STRING_MAP),
+        *_ROW_TRACKING,
+        ("clusteringProvider", pa.string()),
+    ]
+    if not as_json:
+        add_fields.remove(("stats", pa.string()))
+    partitions = stats = None
+    if as_struct:
+        schema = parse_schema(metadata.schema_string)
+        mode = column_mapping_mode(config)
+        names = physical_partition_columns(schema, metadata.partition_columns, mode)
+        types = [schema.field(c).type for c in metadata.partition_columns]
+        partitions = dict(zip(names, types, strict=True))
+        if partitions:
+            parsed = [(n, to_arrow_type(t)) for n, t in partitions.items()]
+            add_fields.append(("partitionValues_parsed", pa.struct(parsed)))
+        stats = _stats_columns(schema, metadata)
+        add_fields.append(("stats_parsed", stats.arrow))
+    columns = [
+        ("protocol", _PROTOCOL),
+        ("metaData", _METADATA),
+        ("txn", _TXN),
+        ("domainMetadata", _DOMAIN),
+        ("add", pa.struct(add_fields)),
+        ("remove", _REMOVE),
+    ]
+    if v2:
+        columns.append(("checkpointMetadata", _CHECKPOINT_METADATA))
+    return CheckpointLayout(pa.schema(columns), v2, as_json, partitions, stats)
+
+
+def _leaf_types(schema: StructType, mode: Any) -> dict[tuple[str, ...], DataType]:
+    """Every leaf below the top-level struct, by physical path."""
+    out: dict[tuple[str, ...], DataType] = {}
+
+    def walk(struct: StructType, prefix: tuple[str, ...]) -> None:
+        for f in struct.fields:
+            path = (*prefix, physical_name(f, mode))
+            if isinstance(f.type, StructType):
+                walk(f.type, path)
+            else:
+                out[path] = f.type
+
+    walk(schema, ())
+    return out
+
+
+def _stats_columns(schema: StructType, metadata: Metadata) -> _StatsColumns:
+    mode = column_mapping_mode(metadata.configuration)
+    spec = stats_spec(
+        schema,
+        mode=mode,
+        partition_columns=metadata.partition_columns,
+        configuration=metadata.configuration,
+    )
+    types = _leaf_types(schema, mode)
+    bounds = {
+        leaf.path: (types[leaf.path], _converter(leaf.kind, types[leaf.path]))
+        for leaf in spec.leaves
+        if leaf.kind is not StatKind.NULL_COUNT
+    }
+    counts = tuple(leaf.path for leaf in spec.leaves)
+    fields: list[tuple[str, pa.DataType]] = [("numRecords", pa.int64())]
+    if bounds:
+        bound_type = _nested({p: to_arrow_type(t) for p, (t, _) in bounds.items()})
+        fields += [("minValues", bound_type), ("maxValues", bound_type)]
+    if counts:
+        fields.append(("nullCount", _nested(dict.fromkeys(counts, pa.int64()))))
+    fields.append(("tightBounds", pa.bool_()))
+    return _StatsColumns(
+        pa.struct(fields), {p: convert for p, (_, convert) in bounds.items()}, counts
+    )
+
+
+def _nested(leaves: Mapping[tuple[str, ...], pa.DataType]) -> pa.DataType:
+    """A struct type nesting ``leaves`` by their paths, in their order."""
+    tree: dict[str, Any] = {}
+    for path, typ in leaves.items():
+        node = tree
+        for name in path[:-1]:
+            node = node.setdefault(name, {})
+        node[path[-1]] = typ
+
+    def build(node: Mapping[str, Any]) -> pa.DataType:
+        return pa.struct([(k, build(v) if isinstance(v, dict) else v) for k, v in node.items()])
+
+    return build(tree)
+
+
+def _converter(kind: StatKind, dtype: DataType) -> Convert:
+    match kind:
+        case StatKind.INTEGER:
+            assert isinstance(dtype, PrimitiveType)
+            bits = _INT_RANGE[dtype.name]
+            return lambda v: (
+                v
+                if isinstance(v, int)
+                and not isinstance(v, bool)
+                and -(2 ** (bits - 1)) <= v < 2 ** (bits - 1)
+                else None
+            )
+        case StatKind.FLOAT:
+            return _float
+        case StatKind.DECIMAL:
+            assert isinstance(dtype, DecimalType)
+            return lambda v: _decimal(v, dtype)
+        case StatKind.DATE:
+            return _date
+        case StatKind.TIMESTAMP:
+            return lambda v: _timestamp(v, aware=True)
+        case StatKind.TIMESTAMP_NTZ:
+            return lambda v: _timestamp(v, aware=False)
+        case _:  # STRING
+            return lambda v: v if isinstance(v, str) else None
+
+
+_SPECIAL_FLOATS: Final = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": -float("inf")}
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, str):
+        return _SPECIAL_FLOATS.get(value)
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _decimal(value: Any, dtype: DecimalType) -> Decimal | None:
+    """The exact decimal, or None when it has more digits than the column holds (rounding a
+    bound could move it inside the column's range)."""
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        return None
+    exact = Decimal(value)
+    try:
+        scaled = exact.quantize(Decimal(1).scaleb(-dtype.scale))
+    except InvalidOperation:
+        return None
+    if scaled != exact or len(scaled.as_tuple().digits) > dtype.precision:
+        return None
+    return scaled
+
+
+def _date(value: Any) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _timestamp(value: Any, *, aware: bool) -> dt.datetime | None:
+    """A bound of a ``timestamp`` (with an offset, as UTC) or ``timestamp_ntz`` (without);
+    a string of the other form is not trusted."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if (parsed.tzinfo is not None) != aware:
+        return None
+    return parsed.astimezone(dt.UTC) if aware else parsed
+
+
+def _dv(dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
+    return None if dv is None else dv.to_json()
+
+
+def _pick(
+    tree: Any, paths: Iterable[tuple[str, ...]], convert: Callable[[tuple[str, ...], Any], Any]
+) -> dict[str, Any] | None:
+    """The leaves of ``tree`` (a stats JSON object) at ``paths``, converted, nested again."""
+    if not isinstance(tree, dict):
+        return None
+    out: dict[str, Any] = {}
+    for path in paths:
+        node: Any = tree
+        for name in path:
+            node = node.get(name) if isinstance(node, dict) else None
+        value = convert(path, node) if node is not None else None
+        if value is None:
+            continue
+        target = out
+        for name in path[:-1]:
+            target = target.setdefault(name, {})
+        target[path[-1]] = value
+    return out
+
+
+def _stats_parsed(stats: str | None, columns: _StatsColumns) -> dict[str, Any] | None:
+    if not stats:
+        return None
+    try:
+        tree = json.loads(stats, parse_float=Decimal)
+    except ValueError:
+        return None
+    if not isinstance(tree, dict):
+        return None
+    rows = tree.get("numRecords")
+    tight = tree.get("tightBounds")
+    bounds = columns.bounds
+    out: dict[str, Any] = {
+        "numRecords": rows if isinstance(rows, int) and not isinstance(rows, bool) else None,
+        "tightBounds": tight if isinstance(tight, bool) else None,
+    }
+    if bounds:
+        out["minValues"] = _pick(tree.get("minValues"), bounds, lambda p, v: bounds[p](v))
+        out["maxValues"] = _pick(tree.get("maxValues"), bounds, lambda p, v: bounds[p](v))
+    if columns.null_counts:
+        out["nullCount"] = _pick(
+            tree.get("nullCount"),
+            columns.null_counts,
+            lambda _, v: v if isinstance(v, int) and not isinstance(v, bool) else None,
+        )
+    return out
+
+
+def _add_row(add: AddFile, layout: CheckpointLayout) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "path": add.path,
+        "partitionValues": dict(add.partition_values),
+        "size": add.size,
+        "modificationTime": add.modification_time,
+        "dataChange": False,
+        "tags": None if add.tags is None else dict(add.tags),
+        "deletionVector": _dv(add.deletion_vector),
+        "baseRowId": add.base_row_id,
+        "defaultRowCommitVersion": add.default_row_commit_version,
+        "clusteringProvider": add.clustering_provider,
+    }
+    if layout.stats_as_json:
+        row["stats"] = add.stats
+    if layout.partitions:
+        row["partitionValues_parsed"] = {
+            name: parse_partition_value(add.partition_values.get(name), dtype)
+            for name, dtype in layout.partitions.items()
+        }
+    if layout.stats is not None:
+        row["stats_parsed"] = _stats_parsed(add.stats, layout.stats)
+    return row
+
+
+def _remove_row(remove: RemoveFile) -> dict[str, Any]:
+    return {
+        "path": remove.path,
+        "deletionTimestamp": remove.deletion_timestamp,
+        "dataChange": False,
+        "extendedFileMetadata": remove.extended_file_metadata,
+        "partitionValues": None
+        if remove.partition_values is None
+        else dict(remove.partition_values),
+        "size": remove.size,
+        "deletionVector": _dv(remove.deletion_vector),
+        "baseRowId": remove.base_row_id,
+        "defaultRowCommitVersion": remove.default_row_commit_version,
+    }
+
+
+def action_rows(
+    actions: Iterable[Action | int], layout: CheckpointLayout
+) -> Iterator[dict[str, Any]]:
+    """One checkpoint row per action (an ``int`` is the checkpoint's version: the V2
+    ``checkpointMetadata`` row).
+
+    Raises:
+        ValueError: a live file's partition value is not a value of its column's type, or an
+            action has no place in a checkpoint (commitInfo, cdc, sidecar, unknown).
+    """
+    for action in actions:
+        match action:
+            case int():
+                yield {"checkpointMetadata": {"version": action, "tags": None}}
+            case AddFile():
+                yield {"add": _add_row(action, layout)}
+            case RemoveFile():
+                yield {"remove": _remove_row(action)}
+            case Protocol():
+                yield {
+                    "protocol": {
+                        "minReaderVersion": action.min_reader_version,
+                        "minWriterVersion": action.min_writer_version,
+                        "readerFeatures": list(action.reader_features or ())
+                        if action.min_reader_version >= 3
+                        else None,
+                        "writerFeatures": list(action.writer_features or ())
+                        if action.min_writer_version >= 7
+                        else None,
+                    }
+                }
+            case Metadata():
+                yield {
+                    "metaData": {
+                        "id": action.id,
+                        "name": action.name,
+                        "description": action.description,
+                        "format": {
+                            "provider": action.format.get("provider", "parquet"),
+                            "options": dict(action.format.get("options") or {}),
+                        },
+                        "schemaString": action.schema_string,
+                        "partitionColumns": list(action.partition_columns),
+                        "configuration": dict(action.configuration),
+                        "createdTime": action.created_time,
+                    }
+                }
+            case Txn():
+                yield {
+                    "txn": {
+                        "appId": action.app_id,
+                        "version": action.version,
+                        "lastUpdated": action.last_updated,
+                    }
+                }
+            case DomainMetadata():
+                yield {
+                    "domainMetadata": {
+                        "domain": action.domain,
+                        "configuration": action.configuration,
+                        "removed": action.removed,
+                    }
+                }
+            case _:
+                raise ValueError(f"a checkpoint holds no {type(action).__name__} action")

@@ -1,0 +1,241 @@
+"""Writing a snapshot's checkpoint and the ``_last_checkpoint`` hint (issue 41).
+
+Theory of operation (delta-protocol.md §1.3-§1.5, §6.1 step 6):
+
+- A checkpoint of version v holds the snapshot's protocol, metaData, txns, live domains, live
+  adds and the tombstones not yet expired (``deletionTimestamp`` within
+  ``delta.deletedFileRetentionDuration``, default a week, of now; a missing timestamp counts as
+  expired, as vacuum counts it). The schema and rows are :mod:`rlcd.delta._checkpoint_rows`'.
+- A table with the ``v2Checkpoint`` writer feature gets a V2 checkpoint named
+  ``<v>.checkpoint.<uuid>.parquet`` with its ``checkpointMetadata`` row, all actions inline (no
+  sidecars: a single-file V2 checkpoint is valid); any other a classic
+  ``<v>.checkpoint.parquet``. Never multi-part.
+- Memory stays bounded: actions become rows :data:`BATCH_ACTIONS` at a time, each batch one
+  Parquet row group, in a worker thread writing a local temp file; the file is then uploaded.
+- Never over someone else's: a version whose listing shows a checkpoint (any kind) is left
+  alone, and the upload is a put-if-absent up to :data:`PUT_LIMIT` bytes. A larger file streams
+  through the store's writer, whose completion replaces atomically: only another engine's
+  checkpoint of the same version, written in the same instant, could be replaced, by one of
+  the same content.
+- ``_last_checkpoint`` is written after the checkpoint, and only when it would move forward.
+- :func:`checkpoint_after_commit` is the writers' post-commit hook: when the committed version
+  is a multiple of ``delta.checkpointInterval`` (default 10, as Spark; never version 0) it
+  writes the checkpoint, and any failure is a logged warning, never the commit's failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+import pyarrow as pa
+import pyarrow.parquet as pq
+import structlog
+
+from rlcd.delta._checkpoint_rows import CheckpointLayout, action_rows, checkpoint_layout
+from rlcd.delta._last_checkpoint import last_checkpoint_document
+from rlcd.delta.actions import Action, Metadata
+from rlcd.delta.intervals import parse_interval
+from rlcd.delta.load import _last_checkpoint_version, list_log, table_config
+from rlcd.delta.log_path import LAST_CHECKPOINT, LOG_DIR
+from rlcd.delta.replay import Snapshot, replay
+from rlcd.errors import CorruptLogError
+from rlcd.storage.base import ObjectStore, Written
+
+__all__ = (
+    "CHECKPOINT_INTERVAL_KEY",
+    "DEFAULT_CHECKPOINT_INTERVAL",
+    "CheckpointWritten",
+    "CheckpointExists",
+    "checkpoint_interval",
+    "checkpoint_due",
+    "write_checkpoint",
+    "checkpoint_after_commit",
+)
+
+CHECKPOINT_INTERVAL_KEY: Final = "delta.checkpointInterval"
+DEFAULT_CHECKPOINT_INTERVAL: Final = 10
+RETENTION_KEY: Final = "delta.deletedFileRetentionDuration"
+DEFAULT_RETENTION: Final = "interval 1 week"
+V2_FEATURE: Final = "v2Checkpoint"
+BATCH_ACTIONS: Final = 10_000
+"""Actions per row group: a batch's rows are the only Python objects alive at once."""
+PUT_LIMIT: Final = 64 * 1024 * 1024
+"""Checkpoints up to this size are uploaded by one put-if-absent."""
+_CHUNK: Final = 8 * 1024 * 1024
+
+_log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointWritten:
+    """rlcd wrote the checkpoint of ``version`` at ``key``: ``actions`` rows (the hint's
+    ``size``), ``add_files`` of them live files, ``size_in_bytes`` of Parquet."""
+
+    version: int
+    key: str
+    actions: int
+    add_files: int
+    size_in_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointExists:
+    """``version`` already had a checkpoint at ``key``; nothing was written."""
+
+    version: int
+    key: str
+
+
+def checkpoint_interval(configuration: Any) -> int:
+    """``delta.checkpointInterval`` (default 10).
+
+    Raises:
+        ValueError: the property is not a positive integer.
+    """
+    raw = configuration.get(CHECKPOINT_INTERVAL_KEY)
+    if raw is None:
+        return DEFAULT_CHECKPOINT_INTERVAL
+    try:
+        interval = int(str(raw).strip())
+    except ValueError:
+        interval = 0
+    if interval < 1:
+        raise ValueError(f"{CHECKPOINT_INTERVAL_KEY} is {raw!r}, not a positive integer")
+    return interval
+
+
+def checkpoint_due(version: int, configuration: Any) -> bool:
+    """Whether a commit of ``version`` is followed by a checkpoint (Spark's rule)."""
+    return version > 0 and version % checkpoint_interval(configuration) == 0
+
+
+def _checkpoint_actions(snapshot: Snapshot, *, v2: bool, cutoff_ms: int) -> Iterator[Action | int]:
+    """The snapshot as checkpoint actions, non-file actions first; the int is V2's
+    ``checkpointMetadata`` row."""
+    yield snapshot.protocol
+    yield snapshot.metadata
+    yield from snapshot.txns.values()
+    yield from snapshot.domains.values()
+    if v2:
+        yield snapshot.version
+    yield from snapshot.files.values()
+    yield from (t for t in snapshot.tombstones.values() if (t.deletion_timestamp or 0) > cutoff_ms)
+
+
+def _write_parquet(
+    path: Path, layout: CheckpointLayout, actions: Iterator[Action | int]
+) -> tuple[int, int]:
+    """Write the checkpoint file (in a worker thread); its rows and bytes."""
+    rows = action_rows(actions, layout)
+    count = 0
+    with pq.ParquetWriter(path, layout.schema, compression="snappy") as writer:
+        while batch := list(itertools.islice(rows, BATCH_ACTIONS)):
+            writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=layout.schema))
+            count += len(batch)
+    return count, path.stat().st_size
+
+
+async def _publish(store: ObjectStore, key: str, path: Path, size: int, put_limit: int) -> bool:
+    """Upload the file at ``path`` (``size`` bytes) to ``key`` unless the key is taken;
+    whether it was uploaded."""
+    if size <= put_limit:
+        data = await anyio.to_thread.run_sync(path.read_bytes)
+        return isinstance(await store.put_if_absent(key, data), Written)
+    async with store.open_writer(key) as writer:
+        with path.open("rb") as f:
+            while chunk := await anyio.to_thread.run_sync(f.read, _CHUNK):
+                await writer.write(chunk)
+    return True
+
+
+async def write_checkpoint(
+    store: ObjectStore,
+    snapshot: Snapshot,
+    *,
+    now_ms: int | None = None,
+    put_limit: int = PUT_LIMIT,
+) -> CheckpointWritten | CheckpointExists:
+    """Write the checkpoint of ``snapshot`` (its version must be in the log), then
+    ``_last_checkpoint``.
+
+    Args:
+        now_ms: the clock tombstone expiry counts from (default: now).
+        put_limit: the largest file uploaded by one put-if-absent.
+
+    Raises:
+        UnsupportedFeatureError: rlcd cannot write this table.
+        CorruptLogError: the snapshot cannot be checkpointed (a live file's partition value
+            does not fit its column, an unreadable schema or retention property).
+        StorageError: the store failed; a checkpoint left behind is complete or absent.
+    """
+    config = table_config(snapshot)
+    config.ensure_writable()
+    version, table = snapshot.version, snapshot.table
+    listed = await list_log(store, after_version=version)
+    existing = next((p for p in listed if p.version == version and p.is_checkpoint), None)
+    if existing is not None:
+        return CheckpointExists(version, existing.key)
+    v2 = V2_FEATURE in config.writer_features
+    name = f"{version:020d}.checkpoint.{uuid.uuid4()}.parquet" if v2 else None
+    key = f"{LOG_DIR}/{name or f'{version:020d}.checkpoint.parquet'}"
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    try:
+        retention = parse_interval(config.properties.get(RETENTION_KEY, DEFAULT_RETENTION))
+        layout = checkpoint_layout(snapshot.metadata, v2=v2)
+    except (ValueError, KeyError) as exc:
+        raise CorruptLogError(f"cannot checkpoint: {exc}", table=table, version=version) from exc
+    actions = _checkpoint_actions(snapshot, v2=v2, cutoff_ms=now - retention)
+    with tempfile.TemporaryDirectory(prefix="rlcd-checkpoint-") as tmp:
+        path = Path(tmp) / "checkpoint.parquet"
+        try:
+            count, size = await anyio.to_thread.run_sync(_write_parquet, path, layout, actions)
+        except (ValueError, pa.ArrowException) as exc:
+            raise CorruptLogError(
+                f"cannot checkpoint: {exc}", table=table, version=version, path=key
+            ) from exc
+        if not await _publish(store, key, path, size, put_limit):
+            return CheckpointExists(version, key)
+    written = CheckpointWritten(version, key, count, len(snapshot.files), size)
+    hinted = await _last_checkpoint_version(store)
+    if hinted is None or hinted < version:
+        document = last_checkpoint_document(
+            version=version, size=count, size_in_bytes=size, num_of_add_files=written.add_files
+        )
+        await store.put(LAST_CHECKPOINT, document)
+    return written
+
+
+async def checkpoint_after_commit(
+    store: ObjectStore, base: Snapshot, version: int, actions: Sequence[Action]
+) -> CheckpointWritten | CheckpointExists | None:
+    """After our commit of ``actions`` as ``version`` onto ``base``: write that version's
+    checkpoint when it is due. Never raises for a failure to checkpoint (a warning is logged):
+    the commit has landed, and a checkpoint is only an optimisation for readers."""
+    table = store.root
+    metadata = next((a for a in actions if isinstance(a, Metadata)), base.metadata)
+    try:
+        if not checkpoint_due(version, metadata.configuration):
+            return None
+        result = await write_checkpoint(store, replay(table, [(version, actions)], base=base))
+    except Exception as exc:  # whatever it is, the commit stands
+        _log.warning("checkpoint_failed", table=table, version=version, error=str(exc))
+        return None
+    if isinstance(result, CheckpointWritten):
+        _log.info(
+            "checkpoint_written",
+            table=table,
+            version=version,
+            path=result.key,
+            actions=result.actions,
+            bytes=result.size_in_bytes,
+        )
+    return result
