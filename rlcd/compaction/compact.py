@@ -189,6 +189,8 @@ def rewrite_settings(
         codec=policy.codec,
         row_group_rows=policy.row_group_rows,
         encodings=policy.encodings,
+        rewrite=policy.rewrite,
+        min_copy_row_group=policy.min_copy_row_group,
         tight_bounds=True if config.deletion_vectors_supported else None,
         count_rows=count_rows,
         target_file_size=policy.target_file_size,

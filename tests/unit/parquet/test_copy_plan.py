@@ -12,16 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlcd.parquet._copy_plan import (
-    Copy,
-    CopyPlan,
-    OutputSchema,
-    Reason,
-    Reencode,
-    Run,
-    Source,
-    plan_copy,
-)
 from rlcd.parquet._format import STRUCTS
 from rlcd.parquet._thrift import (
     BINARY,
@@ -34,6 +24,16 @@ from rlcd.parquet._thrift import (
     read_integer,
     struct_fields,
     struct_list,
+)
+from rlcd.parquet.copy_plan import (
+    Copy,
+    CopyPlan,
+    OutputSchema,
+    Reason,
+    Reencode,
+    Run,
+    Source,
+    plan_copy,
 )
 from tests.unit.parquet.files import footer, row_group_ranges, write
 
@@ -137,11 +137,11 @@ def test_a_corrupt_footer_raises() -> None:
     """A footer that does not parse stops the plan: the bin cannot go on."""
     broken = footer(_file())
     with pytest.raises(ValueError, match="magic"):
-        plan_copy([Source(broken[:-1], False)], _output())
+        plan_copy([Source(broken[:-1], False)], _output(), 0)
     with pytest.raises(ValueError, match="says it holds"):
-        plan_copy([Source(broken[:20] + broken[-8:], False)], _output())
+        plan_copy([Source(broken[:20] + broken[-8:], False)], _output(), 0)
     with pytest.raises(ValueError, match="past the end"):
-        plan_copy([Source(_with_footer(broken[:20]), False)], _output())
+        plan_copy([Source(_with_footer(broken[:20]), False)], _output(), 0)
 
 
 # Planted footers -----------------------------------------------------------------------------
