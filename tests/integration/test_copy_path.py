@@ -21,6 +21,8 @@ from deltalake import WriterProperties
 
 from rlcd.compaction.compact import CompactionReport, compact_table
 from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.summary import bin_lines
+from rlcd.daemon.metrics import Metrics
 from rlcd.delta.load import load_snapshot
 from rlcd.operations._dv_writer import delete_rows
 from rlcd.operations.verify import verify_table
@@ -184,6 +186,13 @@ async def test_a_copied_output_reads_back_like_a_reencoded_one(tmp_path: Path, k
         assert any(b.copied_bytes and b.reencoded_bytes > 4_096 for b in report.committed)
     _same_outputs(auto, reencoded, report.committed_version)
     assert delta_rs_rows(auto) == before == kernel_rows(auto)
+    assert all("row group" in line for line in bin_lines(report)), bin_lines(report)
+    metrics = Metrics()
+    metrics.record_compaction("t", report, now_s=0)
+    rendered = metrics.render().decode()
+    copied_bytes = sum(b.copied_bytes for b in report.committed)
+    assert f'rlcd_bytes_copied_total{{table="t",where="local"}} {float(copied_bytes)}' in rendered
+    assert "rlcd_bytes_reencoded_total" in rendered
 
 
 async def test_the_default_reencodes_small_row_groups(tmp_path: Path) -> None:
