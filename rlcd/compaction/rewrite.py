@@ -992,7 +992,11 @@ def _plan(
 async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
     """The bin's copy plan from its sources' footers (one ranged GET of each tail), when it
     copies any row group. None when it copies none, or when a footer cannot be read or
-    planned: the re-encode path then reads the file, and reports what is wrong with it."""
+    planned: the re-encode path then reads the file, and reports what is wrong with it. A bin
+    whose files are all smaller than ``min_copy_row_group`` holds no row group to copy: its
+    footers are not read (a small-file bin costs no request more than before)."""
+    if all(add.size < settings.min_copy_row_group for add in bin_.sources):
+        return None
     keys = tuple(object_key(store.root, add.path) for add in bin_.sources)
     if any(key is None for key in keys):
         return None

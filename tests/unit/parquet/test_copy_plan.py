@@ -19,6 +19,8 @@ from rlcd.parquet._thrift import (
     I64,
     LIST,
     STRUCT,
+    Drop,
+    edit_struct,
     integer,
     list_header,
     read_integer,
@@ -33,6 +35,8 @@ from rlcd.parquet.copy_plan import (
     Reencode,
     Run,
     Source,
+    inexact_statistics,
+    metadata,
     plan_copy,
 )
 from tests.unit.parquet.files import footer, row_group_ranges, write
@@ -300,3 +304,17 @@ def test_each_planted_field_keeps_its_scope_from_being_copied(
     plan = plan_copy([Source(_with_footer(meta), False)], _output(), 0)
     assert {c.row_group for c in plan.choices if not c.copy} == banned
     assert {c.reason for c in plan.choices if not c.copy} == {reason}
+
+
+def _groups(file: pa.Buffer) -> list[bytes]:
+    meta = metadata(footer(file))
+    return struct_list(meta, {f[0]: f for f in struct_fields(meta)}[4][3])[0]
+
+
+def test_statistics_only_in_exact_fields_count_as_exact() -> None:
+    """pyarrow's statistics (min_value and max_value) are exact; a column whose bounds are
+    held only in the deprecated fields, or not at all, is named, its bounds to be dropped."""
+    (group, *_) = _groups(_file())
+    assert inexact_statistics(group) == frozenset()
+    without = {1: {3: {12: {5: Drop.FIELD}}}}  # columns, meta_data, statistics, max_value
+    assert inexact_statistics(edit_struct(group, 0, without)[0]) == frozenset(range(4))
