@@ -170,20 +170,23 @@ BATCHES: dict[str, Callable[[int, int], Any]] = {
 
 
 def generate_medium(path: Path, files: int, rows: int) -> None:
-    """The medium shape: ``files`` appends of the bench shape's ``rows`` rows each (tens of MiB
-    with ``--rows 1500000``), written in turn by delta-rs (row groups of a quarter of the file)
-    and by pyarrow with its defaults (row groups of 1Mi rows), both snappy: the well-formed
-    files of batch writers, whose row groups the copy path copies."""
+    """The medium shape: ``files`` appends of the bench shape's rows, written in turn by
+    delta-rs with its defaults (uncompressed) in files of two thirds of ``rows`` rows, row
+    groups of a quarter of the file, and by pyarrow with its defaults (snappy, row groups of
+    1Mi rows, decimals as fixed-length bytes) in files of ``rows`` rows: with ``--rows
+    1500000`` files of 47 and 35 MiB (small for a 128 MiB target), several row groups each,
+    the well-formed files of batch writers."""
     import deltalake
     import pyarrow.parquet as pq
     from deltalake.transaction import AddAction
 
     for f in range(files):
-        table = bench_batch(f, rows)
         if f % 2 == 0:
-            props = deltalake.WriterProperties(max_row_group_size=max(1, rows // 4))
+            table = bench_batch(f, rows * 2 // 3)
+            props = deltalake.WriterProperties(max_row_group_size=max(1, table.num_rows // 4))
             deltalake.write_deltalake(str(path), table, mode="append", writer_properties=props)
             continue
+        table = bench_batch(f, rows)
         name = f"part-{f:05d}-pyarrow.snappy.parquet"
         pq.write_table(table, path / name)
         add = AddAction(
