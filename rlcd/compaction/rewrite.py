@@ -88,6 +88,8 @@ from rlcd.storage.base import FileWriter, ObjectMeta, ObjectStore, ObjectWriter
 __all__ = (
     "RewriteSettings",
     "RewrittenBin",
+    "CopySummary",
+    "plan_bin_copy",
     "parquet_writer",
     "BinShares",
     "rewrite_bin",
@@ -1012,6 +1014,32 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
     except (ValueError, NotFoundError, pa.ArrowException, OSError) as exc:
         log.info("copy_plan_skipped", table=settings.table, bin=bin_.bin_id, reason=str(exc))
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class CopySummary:
+    """What a bin's copy plan copies and re-encodes: row groups and their compressed bytes
+    in the sources (for ``--dry-run``)."""
+
+    copied_row_groups: int
+    copied_bytes: int
+    reencoded_row_groups: int
+    reencoded_bytes: int
+
+
+async def plan_bin_copy(
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings
+) -> CopySummary | None:
+    """What the bin's rewrite would copy (reading its sources' footers), or None when it
+    would copy nothing (``rewrite = "reencode"``, small files only, or nothing qualifies)."""
+    planned = await _copy_plan(store, bin_, settings) if settings.rewrite == "auto" else None
+    if planned is None:
+        return None
+    copied = [c for c in planned.plan.choices if c.copy]
+    others = [c for c in planned.plan.choices if not c.copy]
+    return CopySummary(
+        len(copied), sum(c.size for c in copied), len(others), sum(c.size for c in others)
+    )
 
 
 class _Steps:

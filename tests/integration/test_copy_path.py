@@ -7,6 +7,7 @@ must pass."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import WriterProperties
 
+from rlcd.cli.report import print_plan
 from rlcd.compaction.compact import CompactionReport, compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.summary import bin_lines
@@ -238,3 +240,16 @@ async def test_a_copied_output_on_s3(tmp_path: Path, s3_bucket: str, moto_endpoi
     _same_outputs(auto, reencoded, report.committed_version or 0)
     assert delta_rs_rows(auto) == delta_rs_rows(source)
     assert mirror.multipart_uploads() == 0
+
+
+async def test_a_dry_run_says_what_each_bin_would_copy(tmp_path: Path) -> None:
+    """``--dry-run`` reads the footers and shows per bin the row groups it would copy and
+    re-encode, and writes nothing."""
+    evolved(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    async with open_store(str(tmp_path)) as store:
+        report = await compact_table(store, CompactionPolicy(**COPY_ALL), dry_run=True)
+    out = io.StringIO()
+    print_plan(report, out)
+    assert "copies 4 row groups" in out.getvalue() and "re-encodes 4 row groups" in out.getvalue()
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
