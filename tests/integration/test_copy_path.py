@@ -26,10 +26,13 @@ from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.summary import bin_lines
 from rlcd.daemon.metrics import Metrics
 from rlcd.delta.load import load_snapshot
+from rlcd.delta.names import rlcd_file_uuid
 from rlcd.operations._dv_writer import delete_rows
 from rlcd.operations.verify import verify_table
-from rlcd.storage import open_store
+from rlcd.storage import S3Client, open_store
 from tests.conftest import fixture_table
+from tests.contract.faultproxy import Fault, FaultProxy
+from tests.contract.support import boto_client, moto_config
 from tests.integration.tables import S3Mirror, batch, delta_rs_rows, kernel_rows
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -253,3 +256,28 @@ async def test_a_dry_run_says_what_each_bin_would_copy(tmp_path: Path) -> None:
     print_plan(report, out)
     assert "copies 4 row groups" in out.getvalue() and "re-encodes 4 row groups" in out.getvalue()
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("fault", [Fault.INTERNAL, Fault.IGNORE_RANGE])
+async def test_an_output_that_cannot_be_read_back_fails_its_bin_closed(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, fault: Fault
+) -> None:
+    """The output's footer is read back before the commit; when that GET fails, or answers
+    with what is not the output's tail, the bin fails, nothing commits, and the output and
+    its upload are gone."""
+    plain(tmp_path / "t")
+    mirror = S3Mirror(moto_endpoint, s3_bucket)
+    uri = mirror.upload(tmp_path / "t", "w/t")
+    with FaultProxy(moto_endpoint).running() as proxy:
+        # rlcd's outputs carry "rlcd" in hex in their names; the read-back is their only GET
+        proxy.inject(fault, times=None, method="GET", contains="726c6364")
+        async with (
+            S3Client(moto_config(proxy.url, read_timeout_s=2.0)) as client,
+            open_store(uri, client=client) as store,
+        ):
+            report = await compact_table(store, CompactionPolicy(**COPY_ALL))
+    assert report.failed and report.committed_version is None
+    listing = boto_client(moto_endpoint).list_objects_v2(Bucket=s3_bucket, Prefix="w/t/")
+    names = [item["Key"].rpartition("/")[2] for item in listing.get("Contents", [])]
+    assert not [name for name in names if rlcd_file_uuid(name)]
+    assert mirror.multipart_uploads() == 0
