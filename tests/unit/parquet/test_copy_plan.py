@@ -4,7 +4,7 @@ an unknown field, another schema, a layout it cannot move, a small row group).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 
 import pyarrow as pa
@@ -318,3 +318,26 @@ def test_statistics_only_in_exact_fields_count_as_exact() -> None:
     assert inexact_statistics(group) == frozenset()
     without = {1: {3: {12: {5: Drop.FIELD}}}}  # columns, meta_data, statistics, max_value
     assert inexact_statistics(edit_struct(group, 0, without)[0]) == frozenset(range(4))
+
+
+def _root_edited(span: bytes, edit: Callable[[bytes], bytes]) -> bytes:
+    """The footer ``span`` with ``edit`` applied to its schema's root element only."""
+    meta = metadata(span)
+    for field_id, _, _, value, end in struct_fields(meta):
+        if field_id == 2:
+            elements, _ = struct_list(meta, value)
+            at = end - sum(map(len, elements))
+            elements[0] = edit(elements[0])
+            return _with_footer(meta[:at] + b"".join(elements) + meta[end:])
+    raise AssertionError("no schema")
+
+
+def test_the_roots_repetition_is_not_part_of_the_schema() -> None:
+    """parquet-rs leaves the root's repetition unset where pyarrow writes REQUIRED; no reader
+    reads it, so the schemas are equal and the row groups copied. A leaf's repetition counts."""
+    span = footer(_file())
+    bare = _root_edited(span, lambda root: edit_struct(root, 0, {3: Drop.FIELD})[0])
+    assert bare != span and OutputSchema.of(bare) == _output()
+    plan = plan_copy([Source(bare, False)], _output(), 0)
+    assert all(choice.copy for choice in plan.choices)
+    assert OutputSchema.of(footer(_file(variant="required"))) != _output()
