@@ -26,7 +26,10 @@ batches, since Parquet bounds skip NaN and cannot say whether one was there; so 
 maps, whose whole-column nulls Parquet does not count. One gap is closed by hand: Arrow's writer
 drops a column chunk's bounds when the min or the max is longer than
 ``PARQUET_MAX_STATISTICS_BYTES``, so ``update_row_group`` computes the bounds of a string leaf
-itself for any row group holding such a value.
+itself for any row group holding such a value. A row group the copy path copies from a source
+(``update_copied_row_group``) is read from the output's footer the same way, its float, array
+and map leaves from its decoded columns; bounds its writer marked inexact (or kept only in the
+deprecated fields) are dropped.
 
 *Writing* (§4.1, §4.4, §4.5, ``StatsAccumulator.finish``). Keys are in the order ``numRecords,
 minValues, maxValues, nullCount, tightBounds``; nested structs nest. A leaf whose values are all

@@ -21,6 +21,14 @@ see :class:`BinShares`) and, when uploading, a few chunks and one part: never th
 Every batch, also one emptied by a DV, passes the stats accumulator and the batch counter
 (design §2). Any failure or cancellation stops the bin's threads and aborts the output, so a
 failed bin leaves nothing behind.
+
+With ``rewrite = "auto"`` a bin whose sources hold row groups to copy as they are
+(:mod:`rlcd.parquet.copy_plan`, planned from their footers) takes the copy path instead
+(:func:`_rewrite_copying`): in order, each copied row group is counted from its footer and its
+stats taken from its statistics, each run of the rest decoded and encoded into a local file of
+its own row groups; the output is then laid out of both (:mod:`rlcd.parquet.assemble`),
+written by :mod:`rlcd.compaction._copy`, and its footer read back and checked before anything
+may commit it. Every other bin, and every bin with ``rewrite = "reencode"``, runs as above.
 """
 
 from __future__ import annotations
