@@ -14,6 +14,7 @@ Generates one Delta table of the chosen shape (``bench/shapes.py``: ``--files`` 
   adaptive encodings, the leftover sweep before the plan);
 - ``rlcd-conservative``: the same with ``--encodings conservative``;
 - ``rlcd-reencode``: the same with ``--rewrite reencode`` (no row group copied);
+- ``rlcd-recompress``: the same with ``--recompress`` (row groups of another codec re-encoded);
 - ``floor`` (local only): pyarrow reading every file and writing them into one file per target
   size (the least work any compactor can do, with no Delta bookkeeping);
 - ``rlcd-nocount``: ``compact_table`` called in a process of its own with the batch counter
@@ -74,6 +75,7 @@ CONTENDERS = (
     "rlcd",
     "rlcd-conservative",
     "rlcd-reencode",
+    "rlcd-recompress",
     "rlcd-lib",
     "rlcd-nocount",
 )
@@ -82,6 +84,7 @@ COMMANDS = {
     "rlcd": (),
     "rlcd-conservative": ("--encodings", "conservative"),
     "rlcd-reencode": ("--rewrite", "reencode"),
+    "rlcd-recompress": ("--recompress",),
 }
 
 __all__ = ("generate",)  # bench/decoders.py builds its table with it

@@ -210,6 +210,12 @@ def _parser() -> argparse.ArgumentParser:
         "the table's schema and large row groups), re-encode the rest; reencode: decode and "
         "encode every row; default auto",
     )
+    compact.add_argument(
+        "--recompress",
+        action="store_true",
+        help="re-encode row groups whose codec is not --codec instead of copying them "
+        "(smaller outputs, more CPU)",
+    )
     _add_s3_options(compact)
 
     verify = sub.add_parser(
@@ -526,6 +532,7 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         codec=args.codec,
         encodings=args.encodings,
         rewrite=args.rewrite,
+        recompress=args.recompress,
     )
     async with _open(args) as store:
         run.progress = progress = BinProgress(sys.stderr)

@@ -200,6 +200,7 @@ def rewrite_settings(
         encodings=policy.encodings,
         rewrite=policy.rewrite,
         min_copy_row_group=policy.min_copy_row_group,
+        recompress=policy.recompress,
         tight_bounds=True if config.deletion_vectors_supported else None,
         count_rows=count_rows,
         target_file_size=policy.target_file_size,

@@ -31,6 +31,8 @@ configuration as it does in Spark and Databricks. The planner (``plan.py``, desi
   byte, ``rlcd.parquet.copy_plan``) or ``reencode`` (every row is decoded and encoded again).
 * ``min_copy_row_group``: the least compressed bytes a row group needs to be copied; smaller
   ones (a streaming writer's) are re-encoded into full row groups.
+* ``recompress`` (default false): a row group whose codec is not ``codec`` is re-encoded rather
+  than copied (smaller outputs for more CPU).
 
 """
 
@@ -200,6 +202,7 @@ class CompactionPolicy:
     encodings: str = ENCODINGS[0]
     rewrite: str = REWRITES[0]
     min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP
+    recompress: bool = False
 
     def __post_init__(self) -> None:
         _check_count("target_file_size", self.target_file_size, minimum=1)
@@ -232,6 +235,8 @@ class CompactionPolicy:
         if self.rewrite not in REWRITES:
             raise ConfigError(f"rewrite must be one of {', '.join(REWRITES)}, got {self.rewrite!r}")
         _check_count("min_copy_row_group", self.min_copy_row_group, minimum=1)
+        if not isinstance(self.recompress, bool):
+            raise ConfigError(f"recompress must be true or false, got {self.recompress!r}")
         if self.row_group_rows > MAX_ROW_GROUP_ROWS:
             raise ConfigError(
                 f"row_group_rows must be at most {MAX_ROW_GROUP_ROWS} (pyarrow's longest row "

@@ -132,6 +132,8 @@ MAX_HANDOFF_BYTES = ROW_GROUP_BYTES
 room for the decoder to decode one row group's worth while the encoder writes one, which is
 what keeps both stages busy. More only raised the peak RSS; less stalls the decoder
 (docs/performance.md)."""
+_PARQUET_CODECS = {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}
+"""Parquet's codec enum (``CompressionCodec`` in parquet.thrift) for each of ``CODECS``."""
 _EXTENSIONS = {
     "zstd": "zstd",
     "snappy": "snappy",
@@ -168,6 +170,7 @@ class RewriteSettings:
     # least ``min_copy_row_group`` compressed bytes each; "reencode": every row is re-encoded
     rewrite: str = REWRITES[0]
     min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP
+    recompress: bool = False  # a row group of another codec than ``codec`` is re-encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -993,7 +996,12 @@ def _plan(
         Source(span, add.deletion_vector is not None)
         for span, add in zip(spans, bin_.sources, strict=True)
     ]
-    plan = plan_copy(sources, OutputSchema.of(_tail_footer(empty)), settings.min_copy_row_group)
+    plan = plan_copy(
+        sources,
+        OutputSchema.of(_tail_footer(empty)),
+        settings.min_copy_row_group,
+        codec=_PARQUET_CODECS[settings.codec] if settings.recompress else None,
+    )
     if not any(isinstance(step, Copy) for step in plan.steps):
         return None
     return _Planned(plan, keys, tuple(parse_footer(span) for span in spans), empty)

@@ -183,8 +183,8 @@ class TablePolicy:
     """One table's effective policy: what the compaction takes plus what the daemon decides by.
 
     * ``target_file_size``, ``min_file_size`` (None: half the target), ``max_deleted_rows_ratio``
-      ``codec``, ``encodings``, ``rewrite``, ``min_copy_row_group`` and ``max_masked_ratio``
-      make :attr:`compaction` (see
+      ``codec``, ``encodings``, ``rewrite``, ``min_copy_row_group``, ``recompress`` and
+      ``max_masked_ratio`` make :attr:`compaction` (see
       :mod:`rlcd.compaction.policy`).
     * The table is due when some partition holds at least ``min_small_files`` small files, or
       its small files hold at least ``min_small_bytes`` bytes together, or a DV purge is due;
@@ -208,6 +208,7 @@ class TablePolicy:
     encodings: str = ENCODINGS[0]
     rewrite: str = REWRITES[0]
     min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP
+    recompress: bool = False
     max_masked_ratio: float = 0.5
     enabled: bool = True
     compaction: CompactionPolicy = field(init=False, repr=False, compare=False)
@@ -229,6 +230,7 @@ class TablePolicy:
             encodings=self.encodings,
             rewrite=self.rewrite,
             min_copy_row_group=self.min_copy_row_group,
+            recompress=self.recompress,
             max_masked_ratio=self.max_masked_ratio,
         )
         object.__setattr__(self, "compaction", policy)
@@ -554,6 +556,7 @@ _POLICY: Final = (
     _Key("encodings", "encodings", _choice(list(ENCODINGS))),
     _Key("rewrite", "rewrite", _choice(list(REWRITES))),
     _Key("min_copy_row_group", "min_copy_row_group", _size(minimum=1)),
+    _Key("recompress", "recompress", _boolean),
     _Key("max_masked_ratio", "max_masked_ratio", _ratio),
     _Key("enabled", "enabled", _boolean),
 )
@@ -830,7 +833,8 @@ def _describe(policy: TablePolicy) -> str:
         f"{_bytes(policy.min_small_bytes)}, every {_seconds(policy.min_interval_s)} at most, "
         f"files older than {_seconds(policy.min_file_age_s)}, {c.codec}, "
         f"{c.encodings} encodings, rewrite {c.rewrite} (copy row groups from "
-        f"{_bytes(c.min_copy_row_group)}), mask up to {c.max_masked_ratio:g}"
+        f"{_bytes(c.min_copy_row_group)}{', recompressed' if c.recompress else ''}), "
+        f"mask up to {c.max_masked_ratio:g}"
     )
 
 

@@ -234,6 +234,7 @@ CHUNK_FILE_OFFSET: Final = 2  # deprecated; 0 (unset) is what Arrow writes, and 
 CHUNK_META: Final = 3
 CHUNK_INDEXES: Final = (4, 5, 6, 7)  # offset index offset and length, column index's
 CHUNK_ENCRYPTION: Final = (8, 9)
+META_CODEC: Final = 4
 META_COMPRESSED_SIZE: Final = 7
 META_DATA_PAGE: Final = 9
 META_INDEX_PAGE: Final = 10

@@ -23,7 +23,9 @@ a row group is copied only when all of these hold, and is otherwise re-encoded w
   keeps those files out;
 - its column chunks lie in the file, one after another (``_format.row_group_span``);
 - it holds at least ``min_copy_row_group`` compressed bytes: a streaming writer's small row
-  groups are merged into full ones by re-encoding instead.
+  groups are merged into full ones by re-encoding instead;
+- when the caller asks for one ``codec`` (to recompress), every column chunk has it.
+  Otherwise a copied row group keeps its codecs: Parquet's codec is per column chunk.
 
 Row groups to re-encode that follow each other are grouped into one :class:`Reencode` step,
 which the writer turns into full row groups; every source's rows stay one run in write order,
@@ -46,6 +48,7 @@ from rlcd.parquet._format import (
     GROUP_COLUMNS,
     GROUP_COMPRESSED_SIZE,
     GROUP_NUM_ROWS,
+    META_CODEC,
     META_STATISTICS,
     SCHEMA_NAME,
     SCHEMA_REPETITION,
@@ -89,6 +92,7 @@ class Reason(StrEnum):
     SCHEMA = "schema_differs"
     LAYOUT = "layout"
     SMALL = "small_row_group"
+    CODEC = "codec_differs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,8 +248,18 @@ def _file_reason(source: Source, meta: bytes, output: OutputSchema) -> tuple[Rea
     return None
 
 
+def _codecs(chunks: Sequence[bytes]) -> set[int | None]:
+    """The codecs (Parquet's enum) of column chunks, None for one without metadata."""
+    found: set[int | None] = set()
+    for chunk in chunks:
+        meta = spans(chunk).get(CHUNK_META)
+        fields = None if meta is None else spans(chunk, meta[3])
+        found.add(None if fields is None else integer_field(chunk, fields, META_CODEC))
+    return found
+
+
 def _group_reason(
-    group: bytes, min_copy_row_group: int
+    group: bytes, min_copy_row_group: int, codec: int | None
 ) -> tuple[int, tuple[int, int] | None, Reason | None, str]:
     """A row group's compressed size, where its chunks lie if it may be copied, and else why
     not."""
@@ -263,6 +277,8 @@ def _group_reason(
         return size, None, Reason.LAYOUT, str(exc)
     if stop - start < min_copy_row_group:
         return stop - start, None, Reason.SMALL, f"{stop - start} < {min_copy_row_group} bytes"
+    if codec is not None and _codecs(chunks) != {codec}:
+        return stop - start, None, Reason.CODEC, f"not all codec {codec}"
     return stop - start, (start, stop), None, ""
 
 
@@ -270,6 +286,8 @@ def plan_copy(
     sources: Sequence[Source],
     output: OutputSchema,
     min_copy_row_group: int,
+    *,
+    codec: int | None = None,
 ) -> CopyPlan:
     """Decide, per row group of ``sources`` (in write order), copy or re-encode, and the
     steps that write the output (see the module docstring).
@@ -279,6 +297,8 @@ def plan_copy(
         output: the Parquet schema the output is written with.
         min_copy_row_group: the least compressed bytes of a row group worth copying (the
             policy's, ``rlcd.compaction.policy.DEFAULT_MIN_COPY_ROW_GROUP`` by default).
+        codec: the one codec (Parquet's enum) a copied row group's column chunks may have;
+            None: any (a copied row group keeps its codecs).
 
     Raises:
         ValueError: a footer does not parse (a corrupt file: the bin cannot proceed).
@@ -296,7 +316,7 @@ def plan_copy(
             rows = integer_field(group, spans(group), GROUP_NUM_ROWS)
             if rows is None:
                 raise ValueError(f"source {index}'s row group {number} has no row count")
-            size, span, reason, detail = _group_reason(group, min_copy_row_group)
+            size, span, reason, detail = _group_reason(group, min_copy_row_group, codec)
             if whole is not None:
                 span, (reason, detail) = None, whole
             choices.append(Choice(index, number, rows, size, reason, detail))

@@ -200,6 +200,16 @@ async def test_a_copied_output_reads_back_like_a_reencoded_one(tmp_path: Path, k
     assert "rlcd_bytes_reencoded_total" in rendered
 
 
+async def test_recompressing_copies_only_row_groups_of_the_codec(tmp_path: Path) -> None:
+    """With ``recompress``, row groups of another codec than the output's are re-encoded:
+    of the four delta-rs files (snappy, zstd, gzip, none) only the zstd one's are copied."""
+    auto, reencoded = await _pair(tmp_path, plain)
+    report = await _compact(str(auto), recompress=True, **COPY_ALL)
+    await _compact(str(reencoded), rewrite="reencode")
+    assert [b.copied_row_groups for b in report.committed] == [3]
+    _same_outputs(auto, reencoded, report.committed_version or 0)
+
+
 async def test_the_default_reencodes_small_row_groups(tmp_path: Path) -> None:
     """With the default ``min_copy_row_group``, a streaming writer's small row groups are
     merged into full ones by re-encoding, never copied."""

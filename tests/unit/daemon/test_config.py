@@ -594,6 +594,8 @@ def test_the_rewrite_keys_reach_the_compaction_policy() -> None:
         parse(text.replace("reencode", "copy"))
     with pytest.raises(ConfigError, match="min_copy_row_group"):
         parse(text + "min_copy_row_group = 0\n")
+    recompressed = render_policies(parse(text + "recompress = true\n"))
+    assert "rewrite reencode (copy row groups from 4 MiB, recompressed)" in recompressed
 
 
 def test_render_says_when_there_is_nothing_to_compact() -> None:

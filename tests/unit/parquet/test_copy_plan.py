@@ -341,3 +341,14 @@ def test_the_roots_repetition_is_not_part_of_the_schema() -> None:
     plan = plan_copy([Source(bare, False)], _output(), 0)
     assert all(choice.copy for choice in plan.choices)
     assert OutputSchema.of(footer(_file(variant="required"))) != _output()
+
+
+def test_recompressing_reencodes_row_groups_of_another_codec() -> None:
+    """Asked for one codec, the plan re-encodes row groups of any other; unasked, it copies
+    them with their own."""
+    zstd, snappy = _file(), write(_table(), 500, compression="snappy")
+    sources = [Source(footer(zstd), False), Source(footer(snappy), False)]
+    assert all(c.copy for c in plan_copy(sources, _output(), 0).choices)
+    plan = plan_copy(sources, _output(), 0, codec=6)  # ZSTD in parquet.thrift
+    assert {c.source for c in plan.choices if c.copy} == {0}
+    assert {c.reason for c in plan.choices if c.source == 1} == {Reason.CODEC}
