@@ -1,6 +1,6 @@
 """Compaction throughput, CPU, output size and memory, side by side in one run.
 
-    .venv/bin/python bench/compact.py [--shape bench|skewed|fixture] [--files 200]
+    .venv/bin/python bench/compact.py [--shape bench|skewed|fixture|medium] [--files 200]
         [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-conservative]
     .venv/bin/python bench/compact.py --s3 [--latency-ms 20] ...
     .venv/bin/python bench/compact.py --bin-gib 0.5,2,4
@@ -13,6 +13,8 @@ Generates one Delta table of the chosen shape (``bench/shapes.py``: ``--files`` 
 - ``rlcd``: the ``rlcd compact`` command, as a user runs it (``python -m rlcd``, its defaults:
   adaptive encodings, the leftover sweep before the plan);
 - ``rlcd-conservative``: the same with ``--encodings conservative``;
+- ``rlcd-reencode``: the same with ``--rewrite reencode`` (no row group copied);
+- ``rlcd-recompress``: the same with ``--recompress`` (row groups of another codec re-encoded);
 - ``floor`` (local only): pyarrow reading every file and writing them into one file per target
   size (the least work any compactor can do, with no Delta bookkeeping);
 - ``rlcd-nocount``: ``compact_table`` called in a process of its own with the batch counter
@@ -67,9 +69,23 @@ from shapes import SHAPES, generate, generate_one_commit
 
 TARGET = 128 * 1024 * 1024
 ROW_GROUP_ROWS = 1_048_576
-CONTENDERS = ("deltalake", "floor", "rlcd", "rlcd-conservative", "rlcd-lib", "rlcd-nocount")
+CONTENDERS = (
+    "deltalake",
+    "floor",
+    "rlcd",
+    "rlcd-conservative",
+    "rlcd-reencode",
+    "rlcd-recompress",
+    "rlcd-lib",
+    "rlcd-nocount",
+)
 DEFAULT_CONTENDERS = "deltalake,rlcd,rlcd-conservative"
-COMMANDS = {"rlcd": (), "rlcd-conservative": ("--encodings", "conservative")}
+COMMANDS = {
+    "rlcd": (),
+    "rlcd-conservative": ("--encodings", "conservative"),
+    "rlcd-reencode": ("--rewrite", "reencode"),
+    "rlcd-recompress": ("--recompress",),
+}
 
 __all__ = ("generate",)  # bench/decoders.py builds its table with it
 
@@ -464,7 +480,12 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
     return {"summary": summary, "ratios": ratios}
 
 
-_FILE_BYTES = {"bench": 1.7 * 2**20, "skewed": 5.0 * 2**20, "fixture": 0.34 * 2**20}
+_FILE_BYTES = {
+    "bench": 1.7 * 2**20,
+    "skewed": 5.0 * 2**20,
+    "fixture": 0.34 * 2**20,
+    "medium": 1.7 * 2**20,
+}
 """Bytes of one 50k-row file of each shape."""
 
 

@@ -1,4 +1,4 @@
-"""The tables ``bench/compact.py`` compacts: three data shapes, each written as a streaming
+"""The tables ``bench/compact.py`` compacts: four data shapes, each written as a streaming
 writer leaves a table (one delta-rs append per small file), or in one commit for the large
 tables of ``--bin-gib``.
 
@@ -9,17 +9,21 @@ tables of ``--bin-gib``.
   nearly in order;
 - ``fixture``: the real fixture table ``parquet-all-types`` (every Delta type, nested structs,
   arrays and maps, as Spark wrote them) tiled up to the size asked for, its long column shifted
-  per tile so that keys stay distinct.
+  per tile so that keys stay distinct;
+- ``medium``: the ``bench`` rows in files of tens of MiB with several row groups each, written
+  by delta-rs and by pyarrow with their defaults (what the copy path copies).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-SHAPES = ("bench", "skewed", "fixture")
+SHAPES = ("bench", "skewed", "fixture", "medium")
 FIXTURES = Path(
     os.environ.get("RLCD_FIXTURES", Path(__file__).resolve().parents[2] / "shared/fixtures/delta")
 )
@@ -161,13 +165,50 @@ BATCHES: dict[str, Callable[[int, int], Any]] = {
     "bench": bench_batch,
     "skewed": skewed_batch,
     "fixture": fixture_batch,
+    "medium": bench_batch,
 }
 
 
+def generate_medium(path: Path, files: int, rows: int) -> None:
+    """The medium shape: ``files`` appends of the bench shape's rows, written in turn by
+    delta-rs with its defaults (uncompressed) in files of two thirds of ``rows`` rows, row
+    groups of a quarter of the file, and by pyarrow with its defaults (snappy, row groups of
+    1Mi rows, decimals as fixed-length bytes) in files of ``rows`` rows: with ``--rows
+    1500000`` files of 47 and 35 MiB (small for a 128 MiB target), several row groups each,
+    the well-formed files of batch writers."""
+    import deltalake
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction
+
+    for f in range(files):
+        if f % 2 == 0:
+            table = bench_batch(f, rows * 2 // 3)
+            props = deltalake.WriterProperties(max_row_group_size=max(1, table.num_rows // 4))
+            deltalake.write_deltalake(str(path), table, mode="append", writer_properties=props)
+            continue
+        table = bench_batch(f, rows)
+        name = f"part-{f:05d}-pyarrow.snappy.parquet"
+        pq.write_table(table, path / name)
+        add = AddAction(
+            name,
+            (path / name).stat().st_size,
+            {},
+            int(time.time() * 1000),
+            True,
+            json.dumps({"numRecords": table.num_rows}),
+        )
+        delta = deltalake.DeltaTable(str(path))
+        delta.create_write_transaction([add], mode="append", schema=table.schema)
+
+
 def generate(path: Path, files: int, rows: int, shape: str = "bench") -> None:
-    """``files`` appends of ``rows`` rows each (a streaming writer's log)."""
+    """``files`` appends of ``rows`` rows each (a streaming writer's log; the medium shape's
+    are batch writers', see :func:`generate_medium`)."""
     import deltalake
 
+    if shape == "medium":
+        generate_medium(path, files, rows)
+        return
     make = BATCHES[shape]
     for f in range(files):
         deltalake.write_deltalake(str(path), make(f, rows), mode="append")

@@ -38,7 +38,7 @@ from rlcd.cli.exit_codes import (
 from rlcd.cli.process import configure_process
 from rlcd.cli.report import human_bytes, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
-from rlcd.compaction.policy import CODECS, ENCODINGS
+from rlcd.compaction.policy import CODECS, ENCODINGS, REWRITES
 from rlcd.compaction.words import count, unfinished_write
 from rlcd.errors import ConfigError, RlcdError
 
@@ -216,6 +216,20 @@ def _parser() -> argparse.ArgumentParser:
         default=ENCODINGS[0],
         help="column encodings: adaptive (chosen per column from the data) or conservative "
         "(a dictionary while it stays small); default adaptive",
+    )
+    compact.add_argument(
+        "--rewrite",
+        choices=REWRITES,
+        default=REWRITES[0],
+        help="auto: copy row groups that need no re-encoding byte for byte (clean sources with "
+        "the table's schema and large row groups), re-encode the rest; reencode: decode and "
+        "encode every row; default auto",
+    )
+    compact.add_argument(
+        "--recompress",
+        action="store_true",
+        help="re-encode row groups whose codec is not --codec instead of copying them "
+        "(smaller outputs, more CPU)",
     )
     _add_s3_options(compact)
 
@@ -583,6 +597,8 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
         partition_filter=where,
         codec=args.codec,
         encodings=args.encodings,
+        rewrite=args.rewrite,
+        recompress=args.recompress,
     )
     async with _open(args) as store, _lease(store, args, lease_ttl_s) as lease:
         if isinstance(lease, Busy):

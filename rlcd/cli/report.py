@@ -68,12 +68,21 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
     )
     print_cleanup(report.cleanup, out)
     columns = partition_columns(report)
-    for b in bins:
+    copies = report.copies or (None,) * len(bins)
+    for b, copy in zip(bins, copies, strict=True):
         purge = "  (purges deletion vectors)" if b.purges_dvs else ""
+        copied = ""
+        if copy is not None:
+            copied = (
+                f"; copies {count(copy.copied_row_groups, 'row group')} "
+                f"({human_bytes(copy.copied_bytes)}), re-encodes "
+                f"{count(copy.reencoded_row_groups, 'row group')} "
+                f"({human_bytes(copy.reencoded_bytes)})"
+            )
         out.write(
             f"  bin {b.bin_id}  {partition_text(b.partition_values, columns)}: "
             f"{count(len(b.sources), 'file')}, {human_bytes(sum(s.size for s in b.sources))} "
-            f"-> 1 file of about {human_bytes(b.estimated_bytes)}{purge}\n"
+            f"-> 1 file of about {human_bytes(b.estimated_bytes)}{purge}{copied}\n"
         )
     if not bins:
         out.write("  nothing to compact\n")

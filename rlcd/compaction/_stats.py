@@ -26,7 +26,10 @@ batches, since Parquet bounds skip NaN and cannot say whether one was there; so 
 maps, whose whole-column nulls Parquet does not count. One gap is closed by hand: Arrow's writer
 drops a column chunk's bounds when the min or the max is longer than
 ``PARQUET_MAX_STATISTICS_BYTES``, so ``update_row_group`` computes the bounds of a string leaf
-itself for any row group holding such a value.
+itself for any row group holding such a value. A row group the copy path copies from a source
+(``update_copied_row_group``) is read from the output's footer the same way, its float, array
+and map leaves from its decoded columns; bounds its writer marked inexact (or kept only in the
+deprecated fields) are dropped.
 
 *Writing* (§4.1, §4.4, §4.5, ``StatsAccumulator.finish``). Keys are in the order ``numRecords,
 minValues, maxValues, nullCount, tightBounds``; nested structs nest. A leaf whose values are all
@@ -232,8 +235,9 @@ class StatsAccumulator:
         self._index_paths: tuple[tuple[int, ...], ...] = ()
         # per leaf: its Parquet column index when its stats come from the footer, else None
         self._columns: tuple[int | None, ...] = (None,) * len(spec.leaves)
-        # per row group written: exact bounds of the string leaves Arrow's writer leaves out
-        self._footer_bounds: list[dict[int, tuple[Any, Any]]] = []
+        # per row group written: exact bounds of the string leaves Arrow's writer leaves out;
+        # None where a copied row group's bounds are not exact (dropped)
+        self._footer_bounds: list[dict[int, tuple[Any, Any] | None]] = []
         if footer_schema is not None:
             paths = self._resolve(footer_schema)
             self._columns = tuple(
@@ -268,7 +272,7 @@ class StatsAccumulator:
         """Footer mode: the next row group's rows (a ``pa.Table``), before it is written. Costs
         one length scan per string leaf, and bounds only where a value is too long for Parquet's
         statistics."""
-        exact: dict[int, tuple[Any, Any]] = {}
+        exact: dict[int, tuple[Any, Any] | None] = {}
         arrays: dict[tuple[int, ...], Any] = {}
         self._footer_bounds.append(exact)
         if not rows.num_rows:
@@ -281,6 +285,38 @@ class StatsAccumulator:
             if longest is not None and longest > PARQUET_MAX_STATISTICS_BYTES:
                 extremes = pc.min_max(array)
                 exact[i] = (extremes["min"].as_py(), extremes["max"].as_py())
+
+    def batch_columns(self) -> tuple[str, ...]:
+        """Footer mode: the top-level columns holding the leaves read from batches (floats,
+        arrays, maps), which a copied row group must be decoded for
+        (:meth:`update_copied_row_group`)."""
+        names = (
+            leaf.path[0]
+            for leaf, c in zip(self._spec.leaves, self._columns, strict=True)
+            if c is None
+        )
+        return tuple(dict.fromkeys(names))
+
+    def update_copied_row_group(self, columns: Any, rows: int, inexact: frozenset[int]) -> None:
+        """Footer mode: the next row group is copied from a source as it is, with ``rows`` rows;
+        ``columns`` (a ``pa.Table``) holds its :meth:`batch_columns`, conformed to the table's
+        types. The bounds of the Parquet columns in ``inexact`` (statistics a reader may not
+        take as exact: truncated, or in the deprecated fields only) are dropped, never
+        guessed; the others come from the footer as the written row groups' do.
+
+        Raises:
+            ValueError: ``columns`` lacks a stats column, or it is of the wrong Arrow type.
+        """
+        self._num_records += rows
+        arrays: dict[tuple[int, ...], Any] = {}
+        for leaf, state, column in zip(self._spec.leaves, self._states, self._columns, strict=True):
+            if column is None and rows:
+                _observe(
+                    leaf.kind, state, _column(columns, _index_path(columns.schema, leaf), arrays)
+                )
+        self._footer_bounds.append(
+            {i: None for i, column in enumerate(self._columns) if column in inexact}
+        )
 
     def add_footer(self, metadata: Any) -> None:
         """Footer mode: fold in the written file's ``pq.FileMetaData``.
@@ -312,7 +348,11 @@ class StatsAccumulator:
                 if leaf.kind is StatKind.NULL_COUNT or stats.null_count == chunk.num_values:
                     continue
                 if i in exact:
-                    state.merge(*exact[i])
+                    bounds = exact[i]
+                    if bounds is None:
+                        state.unbounded = True  # inexact bounds: widen to none, never guess
+                    else:
+                        state.merge(*bounds)
                 elif stats.has_min_max:
                     raw, unit = _FROM_RAW[leaf.kind], logical[column]
                     state.merge(raw(stats.min_raw, unit), raw(stats.max_raw, unit))

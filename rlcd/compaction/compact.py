@@ -29,7 +29,14 @@ from rlcd.compaction.commit import (
 )
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
-from rlcd.compaction.rewrite import BinShares, RewriteSettings, RewrittenBin, rewrite_bin
+from rlcd.compaction.rewrite import (
+    BinShares,
+    CopySummary,
+    RewriteSettings,
+    RewrittenBin,
+    plan_bin_copy,
+    rewrite_bin,
+)
 from rlcd.compaction.source import ReadOptions
 from rlcd.delta.actions import AddFile
 from rlcd.delta.coordination import external_commit_temp, refuse_external_commits
@@ -137,6 +144,8 @@ class CompactionReport:
     bin_results: tuple[BinResult, ...] = ()  # each rewritten bin's commit decision
     commit_attempts: int = 0
     """Commit puts tried (put-if-absent), the losing ones included."""
+    copies: tuple[CopySummary | None, ...] = ()
+    """A dry run's copy plan of each planned bin (None: it copies nothing)."""
 
     @property
     def superseded(self) -> bool:
@@ -203,6 +212,9 @@ def rewrite_settings(
         codec=policy.codec,
         row_group_rows=policy.row_group_rows,
         encodings=policy.encodings,
+        rewrite=policy.rewrite,
+        min_copy_row_group=policy.min_copy_row_group,
+        recompress=policy.recompress,
         tight_bounds=True if config.deletion_vectors_supported else None,
         count_rows=count_rows,
         target_file_size=policy.target_file_size,
@@ -290,11 +302,14 @@ async def compact_table(
         snapshot=snapshot,
         cleanup=cleanup,
     )
-    if dry_run or not bins:
+    if not bins:
         return report
+    settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
+    if dry_run:
+        copies = await gather(*(plan_bin_copy(store, b, settings) for b in bins))
+        return replace(report, copies=tuple(copies))
     if on_plan is not None:
         on_plan(bins)
-    settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
     done: list[RewrittenBin] = []
     failed: list[BinFailure] = []
     if limiter is not None:

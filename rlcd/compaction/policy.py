@@ -27,6 +27,12 @@ configuration as it does in Spark and Databricks. The planner (``plan.py``, desi
 * ``encodings``: ``adaptive`` (the default: per-column encodings chosen from the data,
   ``encodings.py``) or ``conservative`` (a dictionary on every column while it stays small, for
   readers older than those ``encodings.py`` names).
+* ``rewrite``: ``auto`` (the default: row groups that need no re-encoding are copied byte for
+  byte, ``rlcd.parquet.copy_plan``) or ``reencode`` (every row is decoded and encoded again).
+* ``min_copy_row_group``: the least compressed bytes a row group needs to be copied; smaller
+  ones (a streaming writer's) are re-encoded into full row groups.
+* ``recompress`` (default false): a row group whose codec is not ``codec`` is re-encoded rather
+  than copied (smaller outputs for more CPU).
 
 """
 
@@ -51,6 +57,8 @@ __all__ = (
     "DEFAULT_ROW_GROUP_ROWS",
     "CODECS",
     "ENCODINGS",
+    "REWRITES",
+    "DEFAULT_MIN_COPY_ROW_GROUP",
     "TARGET_FILE_SIZE_PROPERTY",
     "CompactionPolicy",
     "parse_byte_size",
@@ -71,6 +79,15 @@ CODECS: Final = frozenset({"zstd", "snappy", "gzip", "none"})
 
 ENCODINGS: Final = ("adaptive", "conservative")
 """How outputs choose their column encodings (the first is the default)."""
+
+REWRITES: Final = ("auto", "reencode")
+"""How a bin's rows reach its output (the first is the default): row groups copied where they
+can be, or every row re-encoded."""
+
+DEFAULT_MIN_COPY_ROW_GROUP: Final = 4 * MIB
+"""Compressed bytes a row group needs to be copied. A streaming writer's row groups (tens or
+hundreds of KiB) stay under it and are merged into full ones; pyarrow's, Spark's and
+delta-rs' row groups of a large file (tens of MiB) are over it (docs/performance.md)."""
 
 TARGET_FILE_SIZE_PROPERTY: Final = "delta.targetFileSize"
 
@@ -168,7 +185,7 @@ class CompactionPolicy:
     sizes are positive integers (``min_file_size`` may be 0: purge DVs only);
     ``2 * min_file_size <= target_file_size``; ``0 <= max_deleted_rows_ratio <= 1``;
     ``max_bins`` is None or at least 1; ``codec`` is one of :data:`CODECS`; ``encodings`` one
-    of :data:`ENCODINGS`;
+    of :data:`ENCODINGS`; ``rewrite`` one of :data:`REWRITES`; ``min_copy_row_group`` >= 1;
     ``1 <= row_group_rows <= MAX_ROW_GROUP_ROWS``.
     """
 
@@ -183,6 +200,9 @@ class CompactionPolicy:
     # copy-on-write DML may leave (above it the bin aborts instead; design §4)
     max_masked_ratio: float = 0.5
     encodings: str = ENCODINGS[0]
+    rewrite: str = REWRITES[0]
+    min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP
+    recompress: bool = False
 
     def __post_init__(self) -> None:
         _check_count("target_file_size", self.target_file_size, minimum=1)
@@ -212,6 +232,11 @@ class CompactionPolicy:
             raise ConfigError(
                 f"encodings must be one of {', '.join(ENCODINGS)}, got {self.encodings!r}"
             )
+        if self.rewrite not in REWRITES:
+            raise ConfigError(f"rewrite must be one of {', '.join(REWRITES)}, got {self.rewrite!r}")
+        _check_count("min_copy_row_group", self.min_copy_row_group, minimum=1)
+        if not isinstance(self.recompress, bool):
+            raise ConfigError(f"recompress must be true or false, got {self.recompress!r}")
         if self.row_group_rows > MAX_ROW_GROUP_ROWS:
             raise ConfigError(
                 f"row_group_rows must be at most {MAX_ROW_GROUP_ROWS} (pyarrow's longest row "

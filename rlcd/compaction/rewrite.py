@@ -21,6 +21,14 @@ see :class:`BinShares`) and, when uploading, a few chunks and one part: never th
 Every batch, also one emptied by a DV, passes the stats accumulator and the batch counter
 (design §2). Any failure or cancellation stops the bin's threads and aborts the output, so a
 failed bin leaves nothing behind.
+
+With ``rewrite = "auto"`` a bin whose sources hold row groups to copy as they are
+(:mod:`rlcd.parquet.copy_plan`, planned from their footers) takes the copy path instead
+(:func:`_rewrite_copying`): in order, each copied row group is counted from its footer and its
+stats taken from its statistics, each run of the rest decoded and encoded into a local file of
+its own row groups; the output is then laid out of both (:mod:`rlcd.parquet.assemble`),
+written by :mod:`rlcd.compaction._copy`, and its footer read back and checked before anything
+may commit it. Every other bin, and every bin with ``rewrite = "reencode"``, runs as above.
 """
 
 from __future__ import annotations
@@ -28,10 +36,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -44,9 +54,17 @@ import structlog
 from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from rlcd._tasks import primary_error
+from rlcd._tasks import gather, primary_error
+from rlcd.compaction._copy import (
+    FOOTER_GUESS,
+    CopiedBytes,
+    read_footer,
+    write_local,
+    write_streamed,
+)
 from rlcd.compaction._stats import StatsAccumulator
 from rlcd.compaction.plan import Bin
+from rlcd.compaction.policy import DEFAULT_MIN_COPY_ROW_GROUP, REWRITES
 from rlcd.compaction.source import (
     DecodedSource,
     FetchedSource,
@@ -54,17 +72,32 @@ from rlcd.compaction.source import (
     fetch_source,
 )
 from rlcd.delta.names import data_file_name
-from rlcd.delta.partitions import encode_uri_path, partition_dir
+from rlcd.delta.partitions import encode_uri_path, object_key, partition_dir
 from rlcd.delta.stats_spec import StatsSpec
-from rlcd.errors import RlcdError
+from rlcd.errors import CorruptDataError, InternalError, NotFoundError, RlcdError
+from rlcd.parquet.assemble import Assembly, assemble, check_output
+from rlcd.parquet.copy_plan import (
+    Copy,
+    CopyPlan,
+    OutputSchema,
+    Reencode,
+    Source,
+    Step,
+    inexact_statistics,
+    plan_copy,
+)
+from rlcd.parquet.copy_plan import Run as CopyRun
 from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
+from rlcd.parquet.footer import footer_span, parse_footer
 from rlcd.parquet.split_writer import SplitWriter
 from rlcd.reconcile.counter import BatchCounter, Run, guard_offsets
-from rlcd.storage.base import FileWriter, ObjectStore, ObjectWriter
+from rlcd.storage.base import FileWriter, ObjectMeta, ObjectStore, ObjectWriter
 
 __all__ = (
     "RewriteSettings",
     "RewrittenBin",
+    "CopySummary",
+    "plan_bin_copy",
     "parquet_writer",
     "BinShares",
     "rewrite_bin",
@@ -99,6 +132,8 @@ MAX_HANDOFF_BYTES = ROW_GROUP_BYTES
 room for the decoder to decode one row group's worth while the encoder writes one, which is
 what keeps both stages busy. More only raised the peak RSS; less stalls the decoder
 (docs/performance.md)."""
+_PARQUET_CODECS = {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}
+"""Parquet's codec enum (``CompressionCodec`` in parquet.thrift) for each of ``CODECS``."""
 _EXTENSIONS = {
     "zstd": "zstd",
     "snappy": "snappy",
@@ -131,6 +166,11 @@ class RewriteSettings:
     tight_bounds: bool | None = True
     count_rows: bool = True
     target_file_size: int | None = None  # recorded on the output (OPTIMIZE_TARGET_SIZE)
+    # "auto": row groups that need no re-encoding are copied (rlcd.parquet.copy_plan), at
+    # least ``min_copy_row_group`` compressed bytes each; "reencode": every row is re-encoded
+    rewrite: str = REWRITES[0]
+    min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP
+    recompress: bool = False  # a row group of another codec than ``codec`` is re-encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +179,8 @@ class RewrittenBin:
 
     ``offsets`` is each source's first output row when the capture guard held, else None (the
     bin is then committed untagged). ``physical_rows`` is each source's footer row count.
+    ``copied_row_groups`` and ``copied_bytes`` are the row groups copied as they are and their
+    bytes, ``reencoded_bytes`` the bytes of the row groups encoded.
     """
 
     bin: Bin
@@ -152,6 +194,9 @@ class RewrittenBin:
     physical_rows: tuple[int, ...]
     offsets: tuple[int, ...] | None
     target_file_size: int | None = None
+    copied_row_groups: int = 0
+    copied_bytes: int = 0
+    reencoded_bytes: int = 0
 
 
 def output_key(bin_: Bin, partition_columns: tuple[str, ...], codec: str) -> str:
@@ -277,13 +322,16 @@ class _Encoder:
         stats: StatsAccumulator,
         *,
         split: bool = False,
+        footer_stats: bool = True,
     ) -> None:
         """``sink`` is a local file to write natively, or the sink of an upload task. A
         ``split`` encoder encodes each row group in two threads
         (:mod:`rlcd.parquet.split_writer`): the choice for a split bin, whose encode thread
-        is otherwise the one that bounds it."""
+        is otherwise the one that bounds it. Without ``footer_stats`` the stats accumulator
+        is not handed the footer (the copy path hands it the output's)."""
         self.settings = settings
         self.stats = stats
+        self._footer_stats = footer_stats
         self._sink = sink
         self._split = split
         self._out: str | pa.NativeFile = sink if isinstance(sink, str) else _native(sink)
@@ -362,6 +410,10 @@ class _Encoder:
                 )
         return self._plan
 
+    def end_row_group(self) -> None:
+        """Write what is pending as a row group now (the copy path ends one at each step)."""
+        self._flush_row_group()
+
     def _flush_row_group(self) -> None:
         if self._pending:
             table = self._pending_table()
@@ -393,7 +445,9 @@ class _Encoder:
         """Write the last row group and the footer, and flush every byte to the sink."""
         self._flush_row_group()
         if self.writer is not None:
-            self.stats.add_footer(self.writer.close())
+            footer = self.writer.close()
+            if self._footer_stats:
+                self.stats.add_footer(footer)
         if not isinstance(self._out, str):
             self._out.close()
         self.closed = True
@@ -841,6 +895,10 @@ async def _rewrite(
     slot: _Slot,
     split: bool,
 ) -> RewrittenBin:
+    if settings.rewrite == "auto":
+        planned = await _copy_plan(store, bin_, settings)
+        if planned is not None:
+            return await _rewrite_copying(store, bin_, settings, planned)
     key = output_key(bin_, settings.partition_columns, settings.codec)
     fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
         # the decode stage holds one source and the fetch task one more while it waits to
@@ -905,4 +963,325 @@ async def _rewrite(
         physical_rows=physical,
         offsets=tuple(offsets) if offsets is not None else None,
         target_file_size=settings.target_file_size,
+        reencoded_bytes=meta.size,
+    )
+
+
+# --- the copy path (issue 39): row groups copied as they are, the rest re-encoded -------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A bin's copy plan with at least one copy, the sources' keys and parsed footers, and
+    the empty file the output's writer writes (its footer when nothing is re-encoded)."""
+
+    plan: CopyPlan
+    keys: tuple[str, ...]
+    footers: tuple[pq.FileMetaData, ...]
+    empty: bytes
+
+
+def _tail_footer(data: bytes) -> bytes:
+    """The footer span of a whole file's bytes."""
+    return data[len(data) - footer_span(data[-8:], len(data)) :]
+
+
+def _plan(
+    bin_: Bin, settings: RewriteSettings, keys: tuple[str, ...], spans: list[bytes]
+) -> _Planned | None:
+    sink = pa.BufferOutputStream()
+    parquet_writer(sink, settings).close()
+    empty = sink.getvalue().to_pybytes()
+    sources = [
+        Source(span, add.deletion_vector is not None)
+        for span, add in zip(spans, bin_.sources, strict=True)
+    ]
+    plan = plan_copy(
+        sources,
+        OutputSchema.of(_tail_footer(empty)),
+        settings.min_copy_row_group,
+        codec=_PARQUET_CODECS[settings.codec] if settings.recompress else None,
+    )
+    if not any(isinstance(step, Copy) for step in plan.steps):
+        return None
+    return _Planned(plan, keys, tuple(parse_footer(span) for span in spans), empty)
+
+
+async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
+    """The bin's copy plan from its sources' footers (one ranged GET of each tail), when it
+    copies any row group. None when it copies none, or when a footer cannot be read or
+    planned: the re-encode path then reads the file, and reports what is wrong with it. A bin
+    whose files are all smaller than ``min_copy_row_group`` holds no row group to copy: its
+    footers are not read (a small-file bin costs no request more than before)."""
+    if all(add.size < settings.min_copy_row_group for add in bin_.sources):
+        return None
+    keys = tuple(object_key(store.root, add.path) for add in bin_.sources)
+    if any(key is None for key in keys):
+        return None
+    found = tuple(key for key in keys if key is not None)
+    try:
+        spans = await gather(
+            *(
+                read_footer(store, key, add.size)
+                for key, add in zip(found, bin_.sources, strict=True)
+            )
+        )
+        return await anyio.to_thread.run_sync(_plan, bin_, settings, found, spans)
+    except (ValueError, NotFoundError, pa.ArrowException, OSError) as exc:
+        log.info("copy_plan_skipped", table=settings.table, bin=bin_.bin_id, reason=str(exc))
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CopySummary:
+    """What a bin's copy plan copies and re-encodes: row groups and their compressed bytes
+    in the sources (for ``--dry-run``)."""
+
+    copied_row_groups: int
+    copied_bytes: int
+    reencoded_row_groups: int
+    reencoded_bytes: int
+
+
+async def plan_bin_copy(
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings
+) -> CopySummary | None:
+    """What the bin's rewrite would copy (reading its sources' footers), or None when it
+    would copy nothing (``rewrite = "reencode"``, small files only, or nothing qualifies)."""
+    planned = await _copy_plan(store, bin_, settings) if settings.rewrite == "auto" else None
+    if planned is None:
+        return None
+    copied = [c for c in planned.plan.choices if c.copy]
+    others = [c for c in planned.plan.choices if not c.copy]
+    return CopySummary(
+        len(copied), sum(c.size for c in copied), len(others), sum(c.size for c in others)
+    )
+
+
+class _Steps:
+    """The copy path's encode stage: the plan's steps in order, each re-encode step's rows
+    (live rows only) through the encoder into row groups of its own, each copied row group
+    into the batch counter (its footer's rows: one run with the source's other rows) and the
+    stats (its footer's bounds, its :meth:`StatsAccumulator.batch_columns` decoded). Sources
+    are fetched one at a time, in order; every source is started in order (its zero-length
+    run), also one without row groups."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        bin_: Bin,
+        settings: RewriteSettings,
+        planned: _Planned,
+        encoder: _Encoder,
+    ) -> None:
+        self._store, self._bin, self._settings = store, bin_, settings
+        self._planned, self._encoder = planned, encoder
+        self._columns = encoder.stats.batch_columns()
+        self._started = 0
+        self._open: tuple[int, FetchedSource, DecodedSource] | None = None
+        self._width = 0.0
+
+    async def run(self) -> CopyPlan:
+        """Feed every step; the plan with each re-encode run's rows as written (its live rows),
+        which the encoded file's row groups must hold."""
+        steps: list[Step] = []
+        for step in self._planned.plan.steps:
+            if isinstance(step, Copy):
+                decoded = await self._source(step.source, decode=bool(self._columns))
+                await anyio.to_thread.run_sync(self._copied, step, decoded)
+                steps.append(step)
+                continue
+            runs = []
+            for run in step.runs:
+                decoded = await self._source(run.source, decode=True)
+                assert decoded is not None
+                rows = await anyio.to_thread.run_sync(self._encode, run, decoded)
+                runs.append(replace(run, rows=rows))
+            await anyio.to_thread.run_sync(self._encoder.end_row_group)
+            steps.append(Reencode(tuple(runs)))
+        await self._source(len(self._bin.sources) - 1, decode=False)
+        return CopyPlan(self._planned.plan.choices, tuple(steps))
+
+    async def _source(self, index: int, *, decode: bool) -> DecodedSource | None:
+        """Start every source up to ``index``; with ``decode``, source ``index`` opened."""
+        footers = self._planned.footers
+        while self._started <= index:
+            start = _SourceStart(
+                self._started, footers[self._started].num_rows, footers[self._started]
+            )
+            self._encoder.accept(start)
+            self._started += 1
+        if not decode:
+            return None
+        if self._open is None or self._open[0] != index:
+            self.close()
+            settings = self._settings
+            fetched = await fetch_source(
+                self._store, self._bin.sources[index], settings.read, version=settings.version
+            )
+            try:
+                decoded = await anyio.to_thread.run_sync(
+                    partial(DecodedSource, table=settings.table, version=settings.version),
+                    fetched,
+                    settings.read,
+                )
+            except BaseException:
+                fetched.close()
+                raise
+            self._open = (index, fetched, decoded)
+        return self._open[2]
+
+    def _copied(self, step: Copy, decoded: DecodedSource | None) -> None:
+        self._encoder.counter.record(step.source, step.rows)
+        columns = None if decoded is None else decoded.columns(step.row_group, self._columns)
+        self._encoder.stats.update_copied_row_group(
+            columns, step.rows, inexact_statistics(step.group)
+        )
+
+    def _encode(self, run: CopyRun, decoded: DecodedSource) -> int:
+        rows = 0
+        for batch in decoded.batches(self._width, range(run.first, run.stop)):
+            if batch.num_rows:
+                self._encoder.stats.update(batch)
+            self._encoder.accept((run.source, batch))
+            rows += batch.num_rows
+        self._width = max(self._width, decoded.width)
+        return rows
+
+    def close(self) -> None:
+        """Close the source held open (idempotent)."""
+        if self._open is not None:
+            self._open[1].close()
+            self._open = None
+
+
+def _file_footer(path: str) -> tuple[bytes, int]:
+    """A local Parquet file's footer span and size."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - FOOTER_GUESS))
+        tail = f.read()
+        span = footer_span(tail, size)
+        if span > len(tail):
+            f.seek(size - span)
+            tail = f.read()
+    return tail[len(tail) - span :], size
+
+
+async def _encode_steps(
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings, planned: _Planned, encoded: str
+) -> tuple[Assembly, _Encoder]:
+    """Write the re-encode steps into the local file ``encoded`` and lay the output out."""
+    stats = StatsAccumulator(settings.stats, footer_schema=settings.read.target)
+    encoder = _Encoder(settings, encoded, stats, footer_stats=False)
+    steps = _Steps(store, bin_, settings, planned, encoder)
+    try:
+        plan = await steps.run()
+        await anyio.to_thread.run_sync(encoder.close)
+    except BaseException:
+        encoder.discard()
+        raise
+    finally:
+        steps.close()
+    if encoder.writer is None:  # nothing re-encoded: the empty file gives the footer
+        footer, size = _tail_footer(planned.empty), len(planned.empty)
+    else:
+        footer, size = await anyio.to_thread.run_sync(_file_footer, encoded)
+    assembly = assemble(plan, footer, size)
+    if stats.num_records != assembly.num_rows:
+        raise InternalError(
+            f"bin {bin_.bin_id}: stats saw {stats.num_records} rows, the output holds"
+            f" {assembly.num_rows}"
+        )
+    return assembly, encoder
+
+
+async def _write_output(
+    store: ObjectStore, key: str, assembly: Assembly, planned: _Planned, encoded: str
+) -> tuple[ObjectMeta, CopiedBytes]:
+    """Write the output's pieces to ``key`` and publish it."""
+    files = store.local_files()
+    if files is not None:
+        file_writer = files.open_file_writer(key)
+        async with file_writer:
+            moved = await write_local(files, assembly, planned.keys, encoded, file_writer.path)
+            return await file_writer.complete(), moved
+    async with store.open_writer(key) as writer:
+        moved = await write_streamed(store, writer, assembly, planned.keys, encoded)
+        return await writer.complete(), moved
+
+
+async def _check_written(
+    store: ObjectStore, key: str, meta: ObjectMeta, assembly: Assembly, stats: StatsAccumulator
+) -> None:
+    """Read the output's footer back from storage (a ranged GET of its tail) and hold it to
+    the assembly; hand it to the stats. Any failure deletes the output: the bin fails closed."""
+    try:
+        try:
+            footer = await read_footer(store, key, meta.size)
+        except ValueError as exc:
+            raise InternalError(f"an output's footer cannot be read back: {exc}") from exc
+        check_output(assembly, footer, meta.size)
+        try:
+            stats.add_footer(parse_footer(footer))
+        except ValueError as exc:
+            raise InternalError(f"an output's statistics: {exc}") from exc
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await store.delete(key)
+        raise
+
+
+async def _rewrite_copying(
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings, planned: _Planned
+) -> RewrittenBin:
+    """The bin's output from its plan: the re-encode steps through the encoder into a local
+    temp file, then the output's pieces (copied ranges, encoded ranges, the footer) written to
+    the store, its footer read back and checked before anything may commit it."""
+    key = output_key(bin_, settings.partition_columns, settings.codec)
+    fd, encoded = tempfile.mkstemp(prefix="rlcd-encoded-", suffix=".parquet")
+    os.close(fd)
+    try:
+        assembly, encoder = await _encode_steps(store, bin_, settings, planned, encoded)
+        try:
+            meta, moved = await _write_output(store, key, assembly, planned, encoded)
+        except (OSError, ValueError) as exc:
+            raise CorruptDataError(
+                f"the output's pieces could not be copied: {exc}",
+                table=settings.table,
+                version=settings.version,
+            ) from exc
+        await _check_written(store, key, meta, assembly, encoder.stats)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(encoded)
+    copied = sum(1 for step in planned.plan.steps if isinstance(step, Copy))
+    log.info(
+        "bin_copied",
+        table=settings.table,
+        bin=bin_.bin_id,
+        copied_row_groups=copied,
+        copied_bytes=moved.copied,
+        reencoded_row_groups=len(assembly.row_groups) - copied,
+        reencoded_bytes=moved.encoded,
+        reasons=sorted({str(c.reason) for c in planned.plan.choices if c.reason is not None}),
+    )
+    physical = tuple(footer.num_rows for footer in planned.footers)
+    live = [p - s.deleted_rows for p, s in zip(physical, bin_.sources, strict=True)]
+    offsets = guard_offsets(encoder.counter.runs, live)
+    return RewrittenBin(
+        bin=bin_,
+        key=key,
+        path=encode_uri_path(key),
+        size=meta.size,
+        modification_time=meta.last_modified_ms,
+        rows=assembly.num_rows,
+        stats=encoder.stats.finish(tight_bounds=settings.tight_bounds),
+        runs=encoder.counter.runs,
+        physical_rows=physical,
+        offsets=tuple(offsets) if offsets is not None else None,
+        target_file_size=settings.target_file_size,
+        copied_row_groups=copied,
+        copied_bytes=moved.copied,
+        reencoded_bytes=meta.size - moved.copied,
     )

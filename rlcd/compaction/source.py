@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -179,23 +179,32 @@ class DecodedSource:
                 **self._where,
             )
 
-    def batches(self, width: float = 0.0) -> Iterator[pa.RecordBatch]:
+    def batches(
+        self, width: float = 0.0, row_groups: range | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """The live rows in physical order, conformed to the target schema, in batches sized
         for the wider of ``width`` (bytes a row, as seen on earlier sources) and the footer's
         estimate (see :mod:`rlcd.parquet.batching`). ``self.width`` then holds the widest of
-        those and of what the first batch showed, for the bin's next source."""
-        options, start = self._options, 0
+        those and of what the first batch showed, for the bin's next source. With
+        ``row_groups``, only those row groups' live rows (the copy path re-encodes the rest)."""
+        options = self._options
+        start, end = 0, self.physical_rows
+        if row_groups is not None:
+            start = sum(self.footer.row_group(i).num_rows for i in range(row_groups.start))
+            end = start + sum(self.footer.row_group(i).num_rows for i in row_groups)
         self.width = max(width, footer_row_bytes(self.footer))
         rows = batch_rows(self.width, max_rows=options.batch_size)
+        first = start
         try:
             for batch in self._parquet.iter_batches(
                 # decoded in this (the decode stage's) thread: the bin's pipeline already keeps
                 # the cores busy, and Arrow's pool threads would add CPU for nothing
                 batch_size=rows,
+                row_groups=row_groups,
                 use_threads=False,
             ):
                 n = batch.num_rows
-                if start == 0:
+                if start == first:
                     self.width = max(self.width, row_bytes(batch))
                 mask = None if self._deleted is None else self._deleted.keep_mask(start, n)
                 start += n
@@ -208,10 +217,32 @@ class DecodedSource:
             raise CorruptDataError(str(exc), **self._where) from exc
         except (pa.ArrowException, OSError) as exc:
             raise CorruptDataError(f"unreadable Parquet data: {exc}", **self._where) from exc
-        if start != self.physical_rows:
+        if start != end:
             raise CorruptDataError(
-                f"footer says {self.physical_rows} rows but {start} were read", **self._where
+                f"footer says {end - first} rows but {start - first} were read", **self._where
             )
+
+    def columns(self, row_group: int, names: Sequence[str]) -> pa.Table:
+        """The top-level columns ``names`` of one row group, every row (a copied row group's:
+        its source has no DV), conformed to the target's fields: what the stats of a copied
+        row group need beyond its footer.
+
+        Raises:
+            CorruptDataError: the row group cannot be read as the target's columns.
+        """
+        options = self._options
+        target = pa.schema([options.target.field(name) for name in names])
+        try:
+            table = self._parquet.read_row_group(row_group, columns=list(names), use_threads=False)
+            batches = [
+                conform_batch(batch, target, by_field_id=options.by_field_id)
+                for batch in table.to_batches()
+            ]
+        except SchemaMismatchError as exc:
+            raise CorruptDataError(str(exc), **self._where) from exc
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptDataError(f"unreadable Parquet data: {exc}", **self._where) from exc
+        return pa.Table.from_batches(batches, schema=target)
 
 
 _ARROW_SCHEMA: Final = b"ARROW:schema"

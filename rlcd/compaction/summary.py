@@ -74,8 +74,21 @@ def _reconciled(result: BinCommitted) -> str:
     return ", ".join(parts)
 
 
+def _copied(result: BinCommitted) -> str:
+    """`` (3 row groups copied, 180000000 bytes; 2000000 bytes re-encoded)`` for an output
+    that copied any row group, else nothing."""
+    done = result.done
+    if not done.copied_row_groups:
+        return ""
+    return (
+        f" ({count(done.copied_row_groups, 'row group')} copied, {done.copied_bytes} bytes;"
+        f" {done.reencoded_bytes} bytes re-encoded)"
+    )
+
+
 def bin_outcome(result: BinResult | BinFailure) -> str:
-    """One bin's fate: ``committed: 12 files -> 1 file``, ``reconciled by mask: 1 source
+    """One bin's fate: ``committed: 12 files -> 1 file`` (and what it copied, if anything),
+    ``reconciled by mask: 1 source
     masked (250000 positions): 11 files removed -> 1 file``, ``aborted: <reason>: <detail>``,
     ``superseded (another compaction did its work): source_compacted: <detail>``,
     ``failed: <why>``."""
@@ -87,7 +100,7 @@ def bin_outcome(result: BinResult | BinFailure) -> str:
         files = count(removed, "file") if removed == sources else f"{removed} of {sources} files"
         added = count(result.files_added, "file") if result.files_added else "no file"
         dropped = " (every row deleted)" if result.output_dropped else ""
-        return f"{outcome}: {how + ': ' if how else ''}{files} -> {added}{dropped}"
+        return f"{outcome}: {how + ': ' if how else ''}{files} -> {added}{dropped}{_copied(result)}"
     reason = str(result.abort) if isinstance(result, BinAborted) else result.reason
     if outcome == "superseded":
         return f"superseded (another compaction did its work): {reason}"

@@ -62,8 +62,10 @@ from rlcd.compaction.lease import DEFAULT_LEASE_TTL_S
 from rlcd.compaction.policy import (
     CODECS,
     DEFAULT_MAX_DELETED_ROWS_RATIO,
+    DEFAULT_MIN_COPY_ROW_GROUP,
     DEFAULT_TARGET_FILE_SIZE,
     ENCODINGS,
+    REWRITES,
     CompactionPolicy,
     parse_duration,
     parse_size,
@@ -188,7 +190,8 @@ class TablePolicy:
     """One table's effective policy: what the compaction takes plus what the daemon decides by.
 
     * ``target_file_size``, ``min_file_size`` (None: half the target), ``max_deleted_rows_ratio``
-      ``codec``, ``encodings`` and ``max_masked_ratio`` make :attr:`compaction` (see
+      ``codec``, ``encodings``, ``rewrite``, ``min_copy_row_group``, ``recompress`` and
+      ``max_masked_ratio`` make :attr:`compaction` (see
       :mod:`rlcd.compaction.policy`).
     * The table is due when some partition holds at least ``min_small_files`` small files, or
       its small files hold at least ``min_small_bytes`` bytes together, or a DV purge is due;
@@ -212,6 +215,9 @@ class TablePolicy:
     min_file_age_s: float = 300.0
     codec: str = "zstd"
     encodings: str = ENCODINGS[0]
+    rewrite: str = REWRITES[0]
+    min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP
+    recompress: bool = False
     max_masked_ratio: float = 0.5
     enabled: bool = True
     quarantine_after: int = 3
@@ -232,6 +238,9 @@ class TablePolicy:
             max_deleted_rows_ratio=self.max_deleted_rows_ratio,
             codec=self.codec,
             encodings=self.encodings,
+            rewrite=self.rewrite,
+            min_copy_row_group=self.min_copy_row_group,
+            recompress=self.recompress,
             max_masked_ratio=self.max_masked_ratio,
         )
         object.__setattr__(self, "compaction", policy)
@@ -557,6 +566,9 @@ _POLICY: Final = (
     _Key("min_file_age", "min_file_age_s", _duration()),
     _Key("codec", "codec", _choice(sorted(CODECS))),
     _Key("encodings", "encodings", _choice(list(ENCODINGS))),
+    _Key("rewrite", "rewrite", _choice(list(REWRITES))),
+    _Key("min_copy_row_group", "min_copy_row_group", _size(minimum=1)),
+    _Key("recompress", "recompress", _boolean),
     _Key("max_masked_ratio", "max_masked_ratio", _ratio),
     _Key("enabled", "enabled", _boolean),
     _Key("quarantine_after", "quarantine_after", _count(minimum=1)),
@@ -894,7 +906,9 @@ def _describe(policy: TablePolicy) -> str:
         f"due at {policy.min_small_files} small files in a partition or "
         f"{_bytes(policy.min_small_bytes)}, every {_seconds(policy.min_interval_s)} at most, "
         f"files older than {_seconds(policy.min_file_age_s)}, {c.codec}, "
-        f"{c.encodings} encodings, mask up to {c.max_masked_ratio:g}, "
+        f"{c.encodings} encodings, rewrite {c.rewrite} (copy row groups from "
+        f"{_bytes(c.min_copy_row_group)}{', recompressed' if c.recompress else ''}), "
+        f"mask up to {c.max_masked_ratio:g}, "
         f"quarantine a source after {policy.quarantine_after} failed reads"
     )
 

@@ -188,6 +188,15 @@ class Metrics:
         self.written_bytes = self._counter(
             "rlcd_written_bytes", "Bytes of the output files committed bins added"
         )
+        self.bytes_copied = self._counter(
+            "rlcd_bytes_copied",
+            "Bytes of row groups committed outputs took as they were from their sources, by "
+            "where they were copied: local (through rlcd) or server (by the object store)",
+            "where",
+        )
+        self.bytes_reencoded = self._counter(
+            "rlcd_bytes_reencoded", "Bytes of row groups committed outputs encoded anew"
+        )
         self.bins_committed = self._counter(
             "rlcd_bins_committed", "Bins committed, by decision (reconciled or not)", "decision"
         )
@@ -305,6 +314,9 @@ class Metrics:
                 self.conflicts.labels(table, result.abort.reason).inc()
                 continue
             self.bins_committed.labels(table, result.decision).inc()
+            if result.files_added:
+                self.bytes_copied.labels(table, "local").inc(result.done.copied_bytes)
+                self.bytes_reencoded.labels(table).inc(result.done.reencoded_bytes)
             if result.decision != "committed":
                 self.conflicts.labels(table, result.decision).inc()
         judged = {r.done.bin.bin_id for r in report.bin_results}

@@ -222,6 +222,7 @@ FILE_NUM_ROWS: Final = 3
 FILE_ROW_GROUPS: Final = 4
 FILE_COLUMN_ORDERS: Final = 7
 FILE_ENCRYPTION: Final = (8, 9)
+SCHEMA_REPETITION: Final = 3
 SCHEMA_NAME: Final = 4
 GROUP_COLUMNS: Final = 1
 GROUP_NUM_ROWS: Final = 3
@@ -233,11 +234,15 @@ CHUNK_FILE_OFFSET: Final = 2  # deprecated; 0 (unset) is what Arrow writes, and 
 CHUNK_META: Final = 3
 CHUNK_INDEXES: Final = (4, 5, 6, 7)  # offset index offset and length, column index's
 CHUNK_ENCRYPTION: Final = (8, 9)
+META_CODEC: Final = 4
 META_COMPRESSED_SIZE: Final = 7
 META_DATA_PAGE: Final = 9
 META_INDEX_PAGE: Final = 10
 META_DICTIONARY_PAGE: Final = 11
 META_BLOOM_FILTER: Final = (14, 15)  # offset, length
+META_STATISTICS: Final = 12
+STATS_VALUES: Final = (5, 6)  # max_value, min_value (1 and 2, max and min, are deprecated)
+STATS_EXACT: Final = (7, 8)  # is_max_value_exact, is_min_value_exact
 
 
 def _kind_fits(kind: int, expected: int) -> bool:

@@ -771,6 +771,65 @@ def test_footer_stats_equal_batch_stats(
     assert via_footer(HYPOTHESIS_SPEC, groups, True) == one_pass.finish(tight_bounds=True)
 
 
+def via_copies(spec: StatsSpec, row_groups: list[Any], copied: list[bool]) -> StatsAccumulator:
+    """The accumulator of a file of ``row_groups``, those flagged in ``copied`` taken as the
+    copy path takes a copied row group (its footer, and its batch columns decoded)."""
+    schema = row_groups[0].schema
+    acc = StatsAccumulator(spec, footer_schema=schema)
+    settings = RewriteSettings("t", 0, ReadOptions(schema), spec, ())
+    writer = parquet_writer(pa.BufferOutputStream(), settings)
+    for rows, copy in zip(row_groups, copied, strict=True):
+        if copy:
+            acc.update_copied_row_group(
+                rows.select(acc.batch_columns()), rows.num_rows, frozenset()
+            )
+        else:
+            acc.update(rows)
+            acc.update_row_group(rows)
+        writer.write_table(rows, row_group_size=rows.num_rows)
+    writer.close()
+    acc.add_footer(writer.writer.metadata)
+    return acc
+
+
+@settings(max_examples=100, deadline=None)
+@given(tables(), st.lists(st.integers(1, 25), max_size=6), st.lists(st.booleans(), min_size=7))
+def test_copied_row_groups_stats_equal_batch_stats(
+    drawn: tuple[Any, dict[tuple[str, ...], list[Any]]], cuts: list[int], copied: list[bool]
+) -> None:
+    """Stats of a file whose row groups are any mix of copied (bounds from their footer
+    entries, floats, arrays and maps decoded) and encoded ones equal the rows' stats."""
+    table, _ = drawn
+    if not table.num_rows:
+        return
+    one_pass = StatsAccumulator(HYPOTHESIS_SPEC)
+    one_pass.update(table)
+    bounds = sorted({0, *(min(c, table.num_rows) for c in cuts), table.num_rows})
+    groups = [table.slice(start, stop - start) for start, stop in itertools.pairwise(bounds)]
+    acc = via_copies(HYPOTHESIS_SPEC, groups, copied[: len(groups)])
+    assert acc.finish(tight_bounds=True) == one_pass.finish(tight_bounds=True)
+
+
+def test_a_copied_row_groups_inexact_bounds_are_dropped() -> None:
+    """A copied row group whose statistics are not exact drops its column's bounds (never
+    guessed), keeping its null count; the other columns keep theirs."""
+    rows = pa.table({"x": pa.array([3, None, 9], pa.int64()), "s": ["b", "a", "c"]})
+    spec = StatsSpec(
+        (StatsLeaf(("x",), K.INTEGER), StatsLeaf(("s",), K.STRING)), string_prefix_length=32
+    )
+    acc = StatsAccumulator(spec, footer_schema=rows.schema)
+    writer = parquet_writer(
+        pa.BufferOutputStream(), RewriteSettings("t", 0, ReadOptions(rows.schema), spec, ())
+    )
+    writer.write_table(rows, row_group_size=3)
+    writer.close()
+    acc.update_copied_row_group(rows.select(acc.batch_columns()), 3, frozenset({0}))
+    acc.add_footer(writer.writer.metadata)
+    stats = json.loads(acc.finish(tight_bounds=None))
+    assert stats["numRecords"] == 3 and stats["nullCount"] == {"x": 1, "s": 0}
+    assert stats["minValues"] == {"s": "a"} and stats["maxValues"] == {"s": "c"}
+
+
 def test_footer_row_groups_must_match_what_was_announced() -> None:
     """A footer with other row groups than the rows announced is refused, not misread."""
     spec = one_leaf(K.INTEGER)

@@ -571,7 +571,10 @@ def test_render_shows_every_effective_policy() -> None:
     assert "snappy" in lines[3]
     assert lines[4].startswith("discover[1] s3://lake/hot/ (depth <= 3, include *")
     assert "every 0s at most" in lines[4]
-    assert lines[1].endswith("mask up to 0.5, quarantine a source after 3 failed reads")
+    assert lines[1].endswith(
+        "zstd, adaptive encodings, rewrite auto (copy row groups from 4 MiB), mask up to 0.5, "
+        "quarantine a source after 3 failed reads"
+    )
 
 
 def test_render_shows_an_encodings_override() -> None:
@@ -582,7 +585,26 @@ def test_render_shows_an_encodings_override() -> None:
             '[table.policy]\nencodings = "conservative"\nmax_masked_ratio = 0.2\n'
         )
     )
-    assert "conservative encodings, mask up to 0.2," in text.splitlines()[2]
+    assert (
+        "conservative encodings, rewrite auto (copy row groups from 4 MiB), mask up to 0.2,"
+        in text.splitlines()[2]
+    )
+
+
+def test_the_rewrite_keys_reach_the_compaction_policy() -> None:
+    """``rewrite`` and ``min_copy_row_group`` override per table and show in its line; a
+    value outside the choices or sizes is refused."""
+    text = '[[table]]\nuri = "s3://lake/t"\n[table.policy]\nrewrite = "reencode"\n'
+    settings = parse(text + 'min_copy_row_group = "16MiB"\n')
+    overrides = settings.tables[0].overrides
+    assert overrides == {"rewrite": "reencode", "min_copy_row_group": 16 * 1024 * 1024}
+    assert "rewrite reencode (copy row groups from 16 MiB)" in render_policies(settings)
+    with pytest.raises(ConfigError, match="rewrite"):
+        parse(text.replace("reencode", "copy"))
+    with pytest.raises(ConfigError, match="min_copy_row_group"):
+        parse(text + "min_copy_row_group = 0\n")
+    recompressed = render_policies(parse(text + "recompress = true\n"))
+    assert "rewrite reencode (copy row groups from 4 MiB, recompressed)" in recompressed
 
 
 def test_render_says_when_there_is_nothing_to_compact() -> None:

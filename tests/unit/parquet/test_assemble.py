@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rlcd.errors import InternalError
-from rlcd.parquet._assemble import Assembly, EncodedRange, SourceRange, assemble, check_output
-from rlcd.parquet._copy_plan import Copy, CopyPlan, OutputSchema, Reencode, Source, plan_copy
+from rlcd.parquet.assemble import Assembly, EncodedRange, SourceRange, assemble, check_output
+from rlcd.parquet.copy_plan import Copy, CopyPlan, OutputSchema, Reencode, Source, plan_copy
 from tests.unit.parquet.files import footer, row_group_ranges, write
 
 OUTPUT = {"compression": "zstd", "write_page_index": True}

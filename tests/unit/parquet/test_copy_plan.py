@@ -4,7 +4,7 @@ an unknown field, another schema, a layout it cannot move, a small row group).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 
 import pyarrow as pa
@@ -12,16 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlcd.parquet._copy_plan import (
-    Copy,
-    CopyPlan,
-    OutputSchema,
-    Reason,
-    Reencode,
-    Run,
-    Source,
-    plan_copy,
-)
 from rlcd.parquet._format import STRUCTS
 from rlcd.parquet._thrift import (
     BINARY,
@@ -29,11 +19,25 @@ from rlcd.parquet._thrift import (
     I64,
     LIST,
     STRUCT,
+    Drop,
+    edit_struct,
     integer,
     list_header,
     read_integer,
     struct_fields,
     struct_list,
+)
+from rlcd.parquet.copy_plan import (
+    Copy,
+    CopyPlan,
+    OutputSchema,
+    Reason,
+    Reencode,
+    Run,
+    Source,
+    inexact_statistics,
+    metadata,
+    plan_copy,
 )
 from tests.unit.parquet.files import footer, row_group_ranges, write
 
@@ -137,11 +141,11 @@ def test_a_corrupt_footer_raises() -> None:
     """A footer that does not parse stops the plan: the bin cannot go on."""
     broken = footer(_file())
     with pytest.raises(ValueError, match="magic"):
-        plan_copy([Source(broken[:-1], False)], _output())
+        plan_copy([Source(broken[:-1], False)], _output(), 0)
     with pytest.raises(ValueError, match="says it holds"):
-        plan_copy([Source(broken[:20] + broken[-8:], False)], _output())
+        plan_copy([Source(broken[:20] + broken[-8:], False)], _output(), 0)
     with pytest.raises(ValueError, match="past the end"):
-        plan_copy([Source(_with_footer(broken[:20]), False)], _output())
+        plan_copy([Source(_with_footer(broken[:20]), False)], _output(), 0)
 
 
 # Planted footers -----------------------------------------------------------------------------
@@ -300,3 +304,51 @@ def test_each_planted_field_keeps_its_scope_from_being_copied(
     plan = plan_copy([Source(_with_footer(meta), False)], _output(), 0)
     assert {c.row_group for c in plan.choices if not c.copy} == banned
     assert {c.reason for c in plan.choices if not c.copy} == {reason}
+
+
+def _groups(file: pa.Buffer) -> list[bytes]:
+    meta = metadata(footer(file))
+    return struct_list(meta, {f[0]: f for f in struct_fields(meta)}[4][3])[0]
+
+
+def test_statistics_only_in_exact_fields_count_as_exact() -> None:
+    """pyarrow's statistics (min_value and max_value) are exact; a column whose bounds are
+    held only in the deprecated fields, or not at all, is named, its bounds to be dropped."""
+    (group, *_) = _groups(_file())
+    assert inexact_statistics(group) == frozenset()
+    without = {1: {3: {12: {5: Drop.FIELD}}}}  # columns, meta_data, statistics, max_value
+    assert inexact_statistics(edit_struct(group, 0, without)[0]) == frozenset(range(4))
+
+
+def _root_edited(span: bytes, edit: Callable[[bytes], bytes]) -> bytes:
+    """The footer ``span`` with ``edit`` applied to its schema's root element only."""
+    meta = metadata(span)
+    for field_id, _, _, value, end in struct_fields(meta):
+        if field_id == 2:
+            elements, _ = struct_list(meta, value)
+            at = end - sum(map(len, elements))
+            elements[0] = edit(elements[0])
+            return _with_footer(meta[:at] + b"".join(elements) + meta[end:])
+    raise AssertionError("no schema")
+
+
+def test_the_roots_repetition_is_not_part_of_the_schema() -> None:
+    """parquet-rs leaves the root's repetition unset where pyarrow writes REQUIRED; no reader
+    reads it, so the schemas are equal and the row groups copied. A leaf's repetition counts."""
+    span = footer(_file())
+    bare = _root_edited(span, lambda root: edit_struct(root, 0, {3: Drop.FIELD})[0])
+    assert bare != span and OutputSchema.of(bare) == _output()
+    plan = plan_copy([Source(bare, False)], _output(), 0)
+    assert all(choice.copy for choice in plan.choices)
+    assert OutputSchema.of(footer(_file(variant="required"))) != _output()
+
+
+def test_recompressing_reencodes_row_groups_of_another_codec() -> None:
+    """Asked for one codec, the plan re-encodes row groups of any other; unasked, it copies
+    them with their own."""
+    zstd, snappy = _file(), write(_table(), 500, compression="snappy")
+    sources = [Source(footer(zstd), False), Source(footer(snappy), False)]
+    assert all(c.copy for c in plan_copy(sources, _output(), 0).choices)
+    plan = plan_copy(sources, _output(), 0, codec=6)  # ZSTD in parquet.thrift
+    assert {c.source for c in plan.choices if c.copy} == {0}
+    assert {c.reason for c in plan.choices if c.source == 1} == {Reason.CODEC}

@@ -1,16 +1,18 @@
 """One Parquet file of copied and re-encoded row groups: its pieces in order and its footer,
 and the check of the footer as pyarrow reads it back (pure: footers in, byte ranges out).
 
-The copied row groups are byte ranges of their sources (``_copy_plan.Copy``); the re-encoded
+The copied row groups are byte ranges of their sources (``copy_plan.Copy``); the re-encoded
 ones were written, in the plan's order, by one Parquet writer into a file of their own (the
 *encoded* file), each re-encode step ending a row group. :func:`assemble` lays the output
 out: the magic, then each step's bytes (a source's range, or the encoded file's row groups),
 then a footer that is the encoded file's (its version, schema, key-value metadata,
 ``created_by`` and column orders: what rlcd writes today) with its row groups replaced by
 every step's, each entry moved to where its chunks now lie (``_format.row_group_edits``) and
-renumbered, statistics and all else kept. Page indexes and bloom filters lie outside a row
-group's chunks and are not carried, so their references are dropped. With nothing to
-re-encode, the encoded file is the writer's empty file: it still gives the footer.
+its ordinal dropped (pyarrow writes one, parquet-rs none, and parquet-rs refuses a file
+where only some row groups have one; only encryption needs it), statistics and all else
+kept. Page indexes and bloom filters lie outside a row group's chunks and are not carried,
+so their references are dropped. With nothing to re-encode, the encoded file is the
+writer's empty file: it still gives the footer.
 
 The IO that copies the pieces is the caller's. Before the output is used, :func:`check_output`
 parses the footer read back from it with pyarrow and holds it to the assembly.
@@ -24,18 +26,19 @@ from typing import Final, TypeAlias
 import pyarrow as pa
 
 from rlcd.errors import InternalError
-from rlcd.parquet._copy_plan import Copy, CopyPlan, metadata
 from rlcd.parquet._format import (
     FILE_NUM_ROWS,
     FILE_ROW_GROUPS,
     GROUP_NUM_ROWS,
+    GROUP_ORDINAL,
     integer_field,
     row_group_edits,
     row_group_span,
     spans,
     unknown_fields,
 )
-from rlcd.parquet._thrift import STOP, STRUCT, edit_struct, integer, list_header, struct_list
+from rlcd.parquet._thrift import STOP, STRUCT, Drop, edit_struct, integer, list_header, struct_list
+from rlcd.parquet.copy_plan import Copy, CopyPlan, metadata
 from rlcd.parquet.footer import MAGIC, parse_footer
 
 __all__ = ("SourceRange", "EncodedRange", "Piece", "Assembly", "assemble", "check_output")
@@ -102,7 +105,10 @@ class _Layout:
 
     def add(self, piece: SourceRange | EncodedRange, group: bytes, rows: int) -> None:
         """Append a row group: its bytes, and its footer entry (moved from ``piece.start``)."""
-        edits = row_group_edits(self.position - piece.start, len(self.groups), drop_indexes=True)
+        edits = {
+            **row_group_edits(self.position - piece.start, len(self.groups), drop_indexes=True),
+            GROUP_ORDINAL: Drop.FIELD,
+        }
         self.groups.append(edit_struct(group, 0, edits)[0])
         self.rows.append(rows)
         self.position += piece.stop - piece.start

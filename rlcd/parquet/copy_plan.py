@@ -14,14 +14,18 @@ a row group is copied only when all of these hold, and is otherwise re-encoded w
   could hold an offset this code would not move): an unknown field at the file's level takes
   the whole source, inside a row group only that row group;
 - the source's Parquet schema equals the output's: every field of every schema element
-  (types, logical and converted types, repetition, field ids, names; the root's name aside)
+  (types, logical and converted types, repetition, field ids, names; the root's name and
+  repetition aside: pyarrow marks the root REQUIRED, parquet-rs leaves it unset, and no
+  reader reads either)
   and the column orders. Copied statistics are read under the output's column orders and
   ``created_by``; a writer that records column orders postdates the statistics bugs readers
   work around by writer version (PARQUET-251, PARQUET-1025), so requiring equal orders also
   keeps those files out;
 - its column chunks lie in the file, one after another (``_format.row_group_span``);
 - it holds at least ``min_copy_row_group`` compressed bytes: a streaming writer's small row
-  groups are merged into full ones by re-encoding instead.
+  groups are merged into full ones by re-encoding instead;
+- when the caller asks for one ``codec`` (to recompress), every column chunk has it.
+  Otherwise a copied row group keeps its codecs: Parquet's codec is per column chunk.
 
 Row groups to re-encode that follow each other are grouped into one :class:`Reencode` step,
 which the writer turns into full row groups; every source's rows stay one run in write order,
@@ -33,27 +37,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
 from rlcd.parquet._format import (
     CHUNK_ENCRYPTION,
+    CHUNK_META,
     FILE_COLUMN_ORDERS,
     FILE_ENCRYPTION,
     FILE_ROW_GROUPS,
     GROUP_COLUMNS,
     GROUP_COMPRESSED_SIZE,
     GROUP_NUM_ROWS,
+    META_CODEC,
+    META_STATISTICS,
     SCHEMA_NAME,
+    SCHEMA_REPETITION,
+    STATS_EXACT,
+    STATS_VALUES,
     integer_field,
     row_group_span,
     spans,
     unknown_fields,
 )
-from rlcd.parquet._thrift import struct_list
+from rlcd.parquet._thrift import FALSE, struct_list
 from rlcd.parquet.footer import MAGIC
 
 __all__ = (
-    "DEFAULT_MIN_COPY_ROW_GROUP",
     "Reason",
     "Source",
     "OutputSchema",
@@ -65,11 +74,13 @@ __all__ = (
     "CopyPlan",
     "metadata",
     "plan_copy",
+    "inexact_statistics",
 )
 __pure__ = True
 
-DEFAULT_MIN_COPY_ROW_GROUP: Final = 4 * 1024 * 1024
-"""Compressed bytes a row group needs to be copied; provisional until phase 2 measures it."""
+
+_ROOT_IGNORED = frozenset((SCHEMA_NAME, SCHEMA_REPETITION))
+"""The fields of the schema's root that the equality of schemas leaves out."""
 
 
 class Reason(StrEnum):
@@ -81,6 +92,7 @@ class Reason(StrEnum):
     SCHEMA = "schema_differs"
     LAYOUT = "layout"
     SMALL = "small_row_group"
+    CODEC = "codec_differs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +124,8 @@ _Element: TypeAlias = tuple[tuple[int, int, bytes], ...]
 @dataclass(frozen=True, slots=True)
 class OutputSchema:
     """A Parquet schema as equality sees it: each schema element's fields (id, compact type,
-    value bytes) by id, the root's name left out, and the column orders' bytes (None when
-    absent)."""
+    value bytes) by id, the root's name and repetition left out, and the column orders' bytes
+    (None when absent)."""
 
     elements: tuple[_Element, ...]
     column_orders: bytes | None
@@ -142,7 +154,7 @@ class OutputSchema:
                 sorted(
                     (field, kind, element[value:end])
                     for field, kind, _, value, end in spans(element).values()
-                    if index or field != SCHEMA_NAME
+                    if index or field not in _ROOT_IGNORED
                 )
             )
             for index, element in enumerate(struct_list(meta, fields[2][3])[0])
@@ -236,8 +248,18 @@ def _file_reason(source: Source, meta: bytes, output: OutputSchema) -> tuple[Rea
     return None
 
 
+def _codecs(chunks: Sequence[bytes]) -> set[int | None]:
+    """The codecs (Parquet's enum) of column chunks, None for one without metadata."""
+    found: set[int | None] = set()
+    for chunk in chunks:
+        meta = spans(chunk).get(CHUNK_META)
+        fields = None if meta is None else spans(chunk, meta[3])
+        found.add(None if fields is None else integer_field(chunk, fields, META_CODEC))
+    return found
+
+
 def _group_reason(
-    group: bytes, min_copy_row_group: int
+    group: bytes, min_copy_row_group: int, codec: int | None
 ) -> tuple[int, tuple[int, int] | None, Reason | None, str]:
     """A row group's compressed size, where its chunks lie if it may be copied, and else why
     not."""
@@ -255,13 +277,17 @@ def _group_reason(
         return size, None, Reason.LAYOUT, str(exc)
     if stop - start < min_copy_row_group:
         return stop - start, None, Reason.SMALL, f"{stop - start} < {min_copy_row_group} bytes"
+    if codec is not None and _codecs(chunks) != {codec}:
+        return stop - start, None, Reason.CODEC, f"not all codec {codec}"
     return stop - start, (start, stop), None, ""
 
 
 def plan_copy(
     sources: Sequence[Source],
     output: OutputSchema,
-    min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP,
+    min_copy_row_group: int,
+    *,
+    codec: int | None = None,
 ) -> CopyPlan:
     """Decide, per row group of ``sources`` (in write order), copy or re-encode, and the
     steps that write the output (see the module docstring).
@@ -269,7 +295,10 @@ def plan_copy(
     Args:
         sources: the bin's sources in write order.
         output: the Parquet schema the output is written with.
-        min_copy_row_group: the least compressed bytes of a row group worth copying.
+        min_copy_row_group: the least compressed bytes of a row group worth copying (the
+            policy's, ``rlcd.compaction.policy.DEFAULT_MIN_COPY_ROW_GROUP`` by default).
+        codec: the one codec (Parquet's enum) a copied row group's column chunks may have;
+            None: any (a copied row group keeps its codecs).
 
     Raises:
         ValueError: a footer does not parse (a corrupt file: the bin cannot proceed).
@@ -287,7 +316,7 @@ def plan_copy(
             rows = integer_field(group, spans(group), GROUP_NUM_ROWS)
             if rows is None:
                 raise ValueError(f"source {index}'s row group {number} has no row count")
-            size, span, reason, detail = _group_reason(group, min_copy_row_group)
+            size, span, reason, detail = _group_reason(group, min_copy_row_group, codec)
             if whole is not None:
                 span, (reason, detail) = None, whole
             choices.append(Choice(index, number, rows, size, reason, detail))
@@ -316,3 +345,28 @@ def _merged(steps: list[Step]) -> tuple[Step, ...]:
                 runs.append(run)
         out[-1] = Reencode(tuple(runs))
     return tuple(out)
+
+
+def inexact_statistics(group: bytes) -> frozenset[int]:
+    """The columns, by index, of the thrift ``RowGroup`` ``group`` whose min and max a reader
+    may not take as the exact bounds of their values: marked inexact (truncated by their
+    writer), or held only in the deprecated ``min``/``max`` fields, whose order depends on the
+    writer's version. A column without statistics is not listed (it has no bounds at all).
+
+    Raises:
+        ValueError: the struct does not parse.
+    """
+    fields = spans(group)
+    chunks = struct_list(group, fields[GROUP_COLUMNS][3])[0] if GROUP_COLUMNS in fields else []
+    inexact = set()
+    for index, chunk in enumerate(chunks):
+        meta = spans(chunk).get(CHUNK_META)
+        stats = None if meta is None else spans(chunk, meta[3]).get(META_STATISTICS)
+        if stats is None:
+            continue
+        found = spans(chunk, stats[3])
+        if not set(STATS_VALUES) <= found.keys() or any(
+            found[field][1] == FALSE for field in STATS_EXACT if field in found
+        ):
+            inexact.add(index)
+    return frozenset(inexact)

@@ -1,0 +1,149 @@
+"""The IO of the copy path (issue 39): sources' footers in, the output's bytes out.
+
+A bin's rewrite with ``rewrite = "auto"`` plans, from each source's footer, which row groups
+are copied as they are (:mod:`rlcd.parquet.copy_plan`); the rest is re-encoded into a local
+*encoded* file, and :mod:`rlcd.parquet.assemble` lays the output out of both. This module
+reads the footers (ranged GETs of each file's tail), writes the output's pieces (on a local
+store with ``os.copy_file_range``, falling back to reads and writes; elsewhere by ranged GETs
+of the sources fed to the store's multipart writer) and reads the output's footer back for
+:func:`~rlcd.parquet.assemble.check_output`. Server-side copies (``UploadPartCopy``) are
+issue 39's phase 3.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import anyio.to_thread
+
+from rlcd.parquet.assemble import Assembly, EncodedRange, SourceRange
+from rlcd.parquet.footer import footer_span
+from rlcd.storage.base import LocalFiles, ObjectStore, ObjectWriter
+
+__all__ = ("FOOTER_GUESS", "CopiedBytes", "read_footer", "write_local", "write_streamed")
+
+FOOTER_GUESS: Final = 64 * 1024
+"""Bytes of a file's tail fetched at once for its footer: most footers fit; a longer one
+takes a second GET."""
+_CHUNK: Final = 8 * 1024 * 1024
+"""The most bytes of a range held at once while streaming it (one multipart part's worth)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopiedBytes:
+    """What writing an output moved: bytes of copied row groups and of encoded ones."""
+
+    copied: int
+    encoded: int
+
+
+async def read_footer(store: ObjectStore, key: str, size: int) -> bytes:
+    """The footer span (metadata, length, magic) of the ``size``-byte object ``key``, from
+    one ranged GET of its tail (two for a long footer).
+
+    Raises:
+        ValueError: the tail is not a Parquet footer's.
+        NotFoundError: the object is missing.
+    """
+    tail = await store.get(key, start=max(0, size - FOOTER_GUESS), end=size)
+    if len(tail) != min(size, FOOTER_GUESS):
+        raise ValueError(f"{key} holds {len(tail)} bytes of a {size}-byte tail")
+    span = footer_span(tail, size)
+    if span > len(tail):
+        tail = await store.get(key, start=size - span, end=size)
+    return bytes(tail[len(tail) - span :])
+
+
+def _pieces_sizes(assembly: Assembly) -> CopiedBytes:
+    copied = sum(p.stop - p.start for p in assembly.pieces if isinstance(p, SourceRange))
+    encoded = sum(p.stop - p.start for p in assembly.pieces if isinstance(p, EncodedRange))
+    return CopiedBytes(copied, encoded)
+
+
+def _copy_range(source: int, target: int, start: int, length: int) -> None:
+    """``length`` bytes of ``source`` from ``start`` appended at ``target``'s position: by
+    ``os.copy_file_range`` (no bytes through this process; the filesystem may share extents),
+    else, where the platform or the filesystems refuse it, by reads and writes."""
+    position, end = start, start + length
+    copy = getattr(os, "copy_file_range", None)
+    while copy is not None and position < end:
+        try:
+            done = copy(source, target, end - position, position)
+        except OSError:  # EXDEV, ENOSYS, EINVAL: filesystems that cannot; copy by hand
+            break
+        if done == 0:
+            raise OSError(f"a source ends at {position}, before {end}")
+        position += done
+    while position < end:
+        data = os.pread(source, min(_CHUNK, end - position), position)
+        if not data:
+            raise OSError(f"a source ends at {position}, before {end}")
+        os.write(target, data)  # a regular file takes every byte
+        position += len(data)
+
+
+def _write_local(assembly: Assembly, sources: Sequence[str], encoded: str, out: str) -> None:
+    opened: dict[int | None, int] = {}  # by source index; None: the encoded file
+    target = os.open(out, os.O_WRONLY | os.O_TRUNC)
+    try:
+        for piece in assembly.pieces:
+            if isinstance(piece, bytes):
+                os.write(target, piece)
+                continue
+            index = piece.source if isinstance(piece, SourceRange) else None
+            if index not in opened:
+                opened[index] = os.open(encoded if index is None else sources[index], os.O_RDONLY)
+            _copy_range(opened[index], target, piece.start, piece.stop - piece.start)
+    finally:
+        for fd in (target, *opened.values()):
+            os.close(fd)
+
+
+async def write_local(
+    files: LocalFiles, assembly: Assembly, sources: Sequence[str], encoded: str, out: str
+) -> CopiedBytes:
+    """Write the output's pieces into the file ``out`` (a store's temp file, published by its
+    writer afterwards), the sources being the objects ``sources`` (keys, by index) and the
+    encoded file's path ``encoded``; in a worker thread."""
+    paths = [files.local_path(key) for key in sources]
+    await anyio.to_thread.run_sync(_write_local, assembly, paths, encoded, out)
+    return _pieces_sizes(assembly)
+
+
+def _read_encoded(path: str, start: int, stop: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(stop - start)
+
+
+async def write_streamed(
+    store: ObjectStore,
+    writer: ObjectWriter,
+    assembly: Assembly,
+    sources: Sequence[str],
+    encoded: str,
+) -> CopiedBytes:
+    """Write the output's pieces into the store's streaming ``writer``: the sources' ranges by
+    ranged GETs of the objects ``sources`` (keys, by index), the encoded file's from the local
+    file ``encoded``, at most one chunk held at a time.
+
+    Raises:
+        StorageError, NotFoundError: a GET or the upload failed.
+    """
+    for piece in assembly.pieces:
+        if isinstance(piece, bytes):
+            await writer.write(piece)
+            continue
+        for start in range(piece.start, piece.stop, _CHUNK):
+            stop = min(piece.stop, start + _CHUNK)
+            if isinstance(piece, SourceRange):
+                data = bytes(await store.get(sources[piece.source], start=start, end=stop))
+            else:
+                data = await anyio.to_thread.run_sync(_read_encoded, encoded, start, stop)
+            if len(data) != stop - start:
+                raise ValueError(f"a range {start}:{stop} read back {len(data)} bytes")
+            await writer.write(data)
+    return _pieces_sizes(assembly)
