@@ -13,7 +13,7 @@ import enum
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import anyio
 import structlog
@@ -409,8 +409,4 @@ def plan_table(
     """
     config = table_config(snapshot)
     policy = effective_policy(policy, config)
-    if before_ms is not None:
-        files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
-        if len(files) < len(snapshot.files):
-            snapshot = replace(snapshot, files=files)
-    return policy, tuple(plan_bins(snapshot, config, policy))
+    return policy, tuple(plan_bins(snapshot, config, policy, before_ms=before_ms))

@@ -37,6 +37,7 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+import pyarrow.compute as pc
 import structlog
 
 from rlcd.compaction.cleanup import clean_table
@@ -137,15 +138,18 @@ class _Table:
 
 def _plan(policy: TablePolicy, snapshot: Snapshot, now_ms: int) -> tuple[Backlog, int | None]:
     """The table's backlog now, and when it must be planned again though its log did not
-    move (a file younger than the minimum age comes of age then). CPU over every live file:
-    run it in a worker thread."""
+    move (a file younger than the minimum age comes of age then). Arrow compute over every live
+    file: run it in a worker thread."""
     if not policy.enabled:
         return Backlog(), None
     age_ms = int(policy.min_file_age_s * 1000)
     before = now_ms - age_ms
     _, bins = plan_table(snapshot, policy.compaction, before_ms=before if age_ms else None)
-    young = [a.modification_time for a in snapshot.files.values() if a.modification_time >= before]
-    return Backlog.of(bins), (min(young) + age_ms if age_ms and young else None)
+    if not age_ms:
+        return Backlog.of(bins), None
+    times = snapshot.adds["modification_time"]
+    youngest = pc.min(times.filter(pc.greater_equal(times, before))).as_py()
+    return Backlog.of(bins), (youngest + age_ms if youngest is not None else None)
 
 
 class Supervisor:
@@ -244,7 +248,7 @@ class Supervisor:
                 TableStatus(
                     table=name,
                     version=snap.version if snap is not None else None,
-                    files=len(snap.files) if snap is not None else 0,
+                    files=snap.num_files if snap is not None else 0,
                     small_files=state.backlog.files,
                     bytes_awaiting=state.backlog.bytes,
                     running=name in self._running,
