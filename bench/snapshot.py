@@ -1,7 +1,7 @@
 """Loading a big table's snapshot, rlcd against delta-rs, by the number of live files (issue 40).
 
     .venv/bin/python bench/snapshot.py [--files 100000,1000000] [--repeat 3]
-        [--contenders deltalake,rlcd-load,rlcd-columnar,rlcd-dry-run] [--no-incremental]
+        [--contenders deltalake,rlcd-load,rlcd-plan,rlcd-dry-run] [--no-incremental]
 
 For each ``--files`` N, generates (once: cached in ``bench/out/snapshot-N/``, reused while its
 ``manifest.json`` says the same format) the *log* of a partitioned Delta table with N live files,
@@ -23,9 +23,10 @@ Contenders, each run a fresh process, alternating within each repetition (as
 ``bench/compact.py``, whose helpers this reuses):
 
 - ``deltalake``: ``DeltaTable(path)`` and ``get_add_actions(flatten=True)``, rows counted;
-- ``rlcd-load``: ``rlcd.delta.load.load_snapshot`` and iterating ``snapshot.files``;
-- ``rlcd-columnar``: ``rlcd.delta._columnar_load.load_columnar``, whose live adds are an Arrow
-  table as delta-rs' are (rows counted);
+- ``rlcd-load``: ``rlcd.delta.load.load_snapshot``, whose live adds are an Arrow table as
+  delta-rs' are (rows counted);
+- ``rlcd-plan``: the same load, then planning it with the default policy
+  (:func:`rlcd.compaction.compact.plan_table`), timed apart (``plan_seconds``);
 - ``rlcd-dry-run``: ``python -m rlcd compact --dry-run PATH``, the command as a user runs it
   (loading and planning need no data file; the orphan sweep's listing finds none).
 
@@ -77,7 +78,7 @@ DV_SHARE = 0.03
 OPTIMIZE_EVERY, OPTIMIZE_REMOVES, OPTIMIZE_ADDS = 10, 100, 5
 DELETE_EVERY, DELETE_FILES = 5, 20
 APPENDS = 10
-CONTENDERS = ("deltalake", "rlcd-load", "rlcd-columnar", "rlcd-dry-run")
+CONTENDERS = ("deltalake", "rlcd-load", "rlcd-plan", "rlcd-dry-run")
 INCREMENTAL = ("deltalake", "rlcd-load")
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 OUT = Path(__file__).resolve().parent / "out"
@@ -332,27 +333,21 @@ def cached_table(n: int) -> tuple[Path, dict[str, Any]]:
 
 
 def verify(path: str) -> None:
-    """delta-rs and rlcd (both snapshots) load the same live paths at the latest version (the
+    """delta-rs and rlcd load the same live paths at the latest version (the
     generator's counts are checked by every run; delta-rs' add actions do not show DVs)."""
     import anyio
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from rlcd.delta._columnar_load import load_columnar
     from rlcd.delta.load import load_snapshot
     from rlcd.storage import open_store
 
-    async def rlcd_files() -> tuple[dict[str, str | None], dict[str, str | None], int]:
+    async def rlcd_files() -> dict[str, str | None]:
         async with open_store(path) as store:
-            snapshot = await load_snapshot(store)
-            columnar = await load_columnar(store)
-        adds = columnar.adds
-        pairs = zip(adds["path"].to_pylist(), adds["dv_unique_id"].to_pylist(), strict=True)
-        return {a.path: a.dv_unique_id for a in snapshot.files.values()}, dict(pairs), len(adds)
+            adds = (await load_snapshot(store)).adds
+        return dict(zip(adds["path"].to_pylist(), adds["dv_unique_id"].to_pylist(), strict=True))
 
-    mine, columns, rows = anyio.run(rlcd_files)
-    if columns != mine or rows != len(columns):
-        raise SystemExit("the columnar snapshot's live files differ from the object snapshot's")
+    mine = anyio.run(rlcd_files)
     table = DeltaTable(path)
     theirs = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
     if set(mine) != set(theirs) or len(theirs) != len(mine):
@@ -373,7 +368,9 @@ def _rlcd_imports() -> None:
 
 
 def load(name: str, path: str, expected: int) -> dict[str, float]:
-    """A full load of the latest version; its time after the imports."""
+    """A full load of the latest version (and for ``rlcd-plan`` its planning); its time after
+    the imports."""
+    figures: dict[str, float] = {}
     if name == "deltalake":
         from deltalake import DeltaTable
 
@@ -384,23 +381,29 @@ def load(name: str, path: str, expected: int) -> dict[str, float]:
         import anyio
 
         from rlcd.delta.load import load_snapshot
+        from rlcd.delta.replay import Snapshot
         from rlcd.storage import open_store
 
-        async def go() -> int:
+        async def go() -> Snapshot:
             async with open_store(path) as store:
-                if name == "rlcd-columnar":
-                    from rlcd.delta._columnar_load import load_columnar
-
-                    return (await load_columnar(store)).adds.num_rows
-                snapshot = await load_snapshot(store)
-            return sum(1 for _ in snapshot.files.values())
+                return await load_snapshot(store)
 
         start = time.perf_counter()
-        count = anyio.run(go)
-    seconds = time.perf_counter() - start
+        snapshot = anyio.run(go)
+        count = snapshot.num_files
+        figures["load_seconds"] = time.perf_counter() - start
+        if name == "rlcd-plan":
+            from rlcd.compaction.compact import plan_table
+            from rlcd.compaction.policy import CompactionPolicy
+
+            planned = time.perf_counter()
+            _, bins = plan_table(snapshot, CompactionPolicy())
+            figures["plan_seconds"] = time.perf_counter() - planned
+            figures["bins"] = len(bins)
+    seconds = figures.pop("load_seconds", time.perf_counter() - start)
     if count != expected:
         raise SystemExit(f"{name} loaded {count} live files, expected {expected}")
-    return {"work_seconds": seconds}
+    return {"work_seconds": seconds} | figures
 
 
 def incremental(name: str, path: str, expected: int) -> dict[str, float]:
@@ -441,7 +444,7 @@ def incremental(name: str, path: str, expected: int) -> dict[str, float]:
                 updated = await advance_snapshot(store, held, paths)
                 t3 = clock()
             assert updated.version == full.version == target
-            return t0, t1, t2, t3, {len(full.files), len(updated.files)}
+            return t0, t1, t2, t3, {full.num_files, updated.num_files}
 
         t0, t1, t2, t3, counts = anyio.run(go)
     if counts != {expected}:
@@ -519,6 +522,8 @@ def compare(table: Path, manifest: dict[str, Any], args: argparse.Namespace) -> 
         run = measure("--load", name, table, expected)
         runs[name].append(run)
         work = f" ({run['work_seconds']:.2f} s loading)" if "work_seconds" in run else ""
+        if "plan_seconds" in run:
+            work += f" (+{run['plan_seconds']:.3f} s planning {run['bins']} bins)"
         print(
             f"  rep {r + 1} {name:12s} {run['seconds']:6.2f} s{work}, "
             f"CPU {run['cpu_seconds']:.2f} s, peak RSS "
@@ -532,7 +537,14 @@ def compare(table: Path, manifest: dict[str, Any], args: argparse.Namespace) -> 
         results = runs[name]
         summary[name] = {
             key: statistics.median(x[key] for x in results)
-            for key in ("seconds", "work_seconds", "cpu_seconds", "steal_share", "max_rss_kib")
+            for key in (
+                "seconds",
+                "work_seconds",
+                "plan_seconds",
+                "cpu_seconds",
+                "steal_share",
+                "max_rss_kib",
+            )
             if key in results[0]
         }
         s = summary[name]
@@ -553,6 +565,8 @@ def compare(table: Path, manifest: dict[str, Any], args: argparse.Namespace) -> 
                 f"  {name:12s} wall {q['seconds']:.2f}x{work}, CPU {q['cpu_seconds']:.2f}x, "
                 f"peak RSS {q['max_rss_kib']:.2f}x"
             )
+    if "rlcd-plan" in summary:
+        print(f"  rlcd-plan: planning alone {summary['rlcd-plan']['plan_seconds']:.3f} s")
     if "rlcd-dry-run" in runs:
         print(f"  rlcd-dry-run: {runs['rlcd-dry-run'][0]['plan']}")
     for results in runs.values():

@@ -96,7 +96,7 @@ async def _table_status(settings: Settings, uri: TableUri, store: ObjectStore) -
         return {"error": str(exc), "exit": error_exit_code(exc)}
     return {
         "version": snapshot.version,
-        "files": len(snapshot.files),
+        "files": snapshot.num_files,
         "small_files": sum(len(b.sources) for b in bins),
         "bytes_to_compact": sum(b.estimated_bytes for b in bins),
         "last_compaction": last,

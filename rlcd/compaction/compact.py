@@ -448,8 +448,4 @@ def plan_table(
     """
     config = table_config(snapshot)
     policy = effective_policy(policy, config)
-    if before_ms is not None:
-        files = {k: a for k, a in snapshot.files.items() if a.modification_time < before_ms}
-        if len(files) < len(snapshot.files):
-            snapshot = replace(snapshot, files=files)
-    return policy, tuple(plan_bins(snapshot, config, policy, exclude=exclude))
+    return policy, tuple(plan_bins(snapshot, config, policy, exclude=exclude, before_ms=before_ms))

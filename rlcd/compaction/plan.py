@@ -51,6 +51,12 @@ position, so a cut keeps a prefix of every partition's bins, and the next run pl
 as before, except that outputs of the cut that came out small are folded into their
 partition's remaining bins.
 
+*Columns.* The planner reads the snapshot's live files as Arrow columns
+(:attr:`Snapshot.adds`), not as objects: eligibility (no clustering provider, old enough),
+the partition filter (evaluated once per distinct ``partitionValues`` map) and a first cut of
+the candidates (small, or with deleted rows) are Arrow compute; the exact candidate rule runs
+on the rows that pass, and only the chosen bins' rows become :class:`AddFile` objects.
+
 *Order.* Bins come out by the log position of their first source, oldest first: older files
 are colder, and compacting cold data makes conflicts with concurrent DML rarer (§0 item 10).
 """
@@ -59,9 +65,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.delta.actions import AddFile
@@ -69,7 +78,7 @@ from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.schema import ColumnMappingMode, parse_schema
 from rlcd.errors import ConfigError, CorruptLogError, InternalError
-from rlcd.reconcile.tags import optimized_for
+from rlcd.reconcile.tags import OPTIMIZE_TARGET_SIZE, optimized_for
 
 __all__ = ("Bin", "plan_bins")
 __pure__ = True
@@ -121,11 +130,11 @@ class Bin:
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
-    position: int  # index in the snapshot's log order
-    add: AddFile
+    position: int  # row in the snapshot's adds: its log order
     live_bytes: int
     purge: bool
     settled: bool  # an earlier OPTIMIZE's output for this target (or a bigger one)
+    counted: bool  # its stats give numRecords
 
 
 def plan_bins(
@@ -134,8 +143,12 @@ def plan_bins(
     policy: CompactionPolicy,
     *,
     exclude: Collection[tuple[str, str | None]] = frozenset(),
+    before_ms: int | None = None,
 ) -> list[Bin]:
     """The bins to compact in ``snapshot``, oldest first, at most ``max_bins``.
+
+    Candidates are selected on the snapshot's columns; only the chosen bins' files become
+    :class:`AddFile` objects.
 
     Args:
         snapshot: the table state to plan from.
@@ -143,6 +156,8 @@ def plan_bins(
         policy: the configured policy; the table's ``delta.targetFileSize`` is applied here
             (:func:`effective_policy`, idempotent).
         exclude: ``(path, DV unique id)`` keys of files never to plan (left as they are).
+        before_ms: leave out the files modified at or after this time (younger than the
+            minimum file age); None: every file.
 
     Raises:
         UnsupportedFeatureError: rlcd cannot write the table safely (it names the features).
@@ -159,18 +174,21 @@ def plan_bins(
     config.ensure_writable()
     policy = effective_policy(policy, config)
     matches = _partition_matcher(policy, config, snapshot.version)
+    adds = snapshot.adds
+    # §5.3: only the clustering implementation rewrites files with a clusteringProvider
+    eligible = adds["clustering_provider"].is_null()
+    if before_ms is not None:
+        eligible = pc.and_(eligible, pc.less(adds["modification_time"], before_ms))
+    rows = pc.indices_nonzero(eligible.combine_chunks())
+    if exclude:
+        rows = rows.filter(pc.invert(pc.is_in(rows, value_set=_rows_of(snapshot, exclude))))
+    partitions = _Partitions(adds, rows)
+    if matches is not None:
+        rows = rows.filter(partitions.mask([matches(v, path) for v, path in partitions.first]))
+        partitions = _Partitions(adds, rows)
     by_partition: dict[tuple[tuple[str, str | None], ...], list[_Candidate]] = {}
-    for position, add in enumerate(snapshot.files.values()):
-        if add.clustering_provider is not None:
-            continue  # §5.3: only the clustering implementation rewrites these
-        if matches is not None and not matches(add):
-            continue
-        if add.key in exclude:
-            continue
-        candidate = _candidate(position, add, policy)
-        if candidate is not None:
-            key = tuple(sorted(add.partition_values.items(), key=lambda item: item[0]))
-            by_partition.setdefault(key, []).append(candidate)
+    for group, candidate in _candidates(adds, rows, partitions.groups, policy):
+        by_partition.setdefault(partitions.keys[group], []).append(candidate)
     packed = [
         b
         for candidates in by_partition.values()
@@ -178,25 +196,119 @@ def plan_bins(
         for b in _pack(candidates, policy)
     ]
     packed.sort(key=lambda group: group[0].position)
-    bins = [_bin(group) for group in packed]
-    return bins if policy.max_bins is None else bins[: policy.max_bins]
+    chosen = packed if policy.max_bins is None else packed[: policy.max_bins]
+    positions = [c.position for group in chosen for c in group]
+    files = dict(zip(positions, snapshot.files_at(positions), strict=True))
+    return [_bin(group, files) for group in chosen]
 
 
-def _candidate(position: int, add: AddFile, policy: CompactionPolicy) -> _Candidate | None:
-    """``add`` as a candidate with its weight, or None when it is fine as it is."""
-    physical, deleted = add.num_records, add.deleted_rows
+def _rows_of(snapshot: Snapshot, keys: Collection[tuple[str, str | None]]) -> pa.Array:
+    """The rows of the snapshot's adds whose ``(path, DV unique id)`` is one of ``keys``: the
+    path column narrows them, the few files it names are made to compare their DVs."""
+    paths = pa.array(sorted({path for path, _ in keys}), pa.string())
+    named = pc.indices_nonzero(pc.is_in(snapshot.adds["path"], value_set=paths).combine_chunks())
+    rows = named.to_pylist()
+    hit = [row for row, add in zip(rows, snapshot.files_at(rows), strict=True) if add.key in keys]
+    return pa.array(hit, named.type)
+
+
+_ENTRIES = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
+
+
+class _Partitions:
+    """The raw ``partitionValues`` maps of some rows of a snapshot's adds, grouped without a
+    Python object per row: each row's map is spelled as one string (its entries in stored
+    order), and only the distinct spellings are read as dicts.
+
+    ``groups`` gives each row its spelling's index; ``first`` each spelling's map and the path
+    of its first row (log order); ``keys`` each spelling's grouping key, the map's sorted items:
+    maps that differ only in entry order share it.
+    """
+
+    def __init__(self, adds: pa.Table, rows: pa.Array) -> None:
+        values = adds["partition_values"].take(rows)
+        text = _spelled(values.cast(_ENTRIES)).combine_chunks()
+        encoded = pc.dictionary_encode(text)
+        self.groups: pa.Array = encoded.indices
+        firsts = pc.index_in(encoded.dictionary, value_set=text)
+        self.first: list[tuple[dict[str, str | None], str]] = [
+            (dict(values[i].as_py() or []), adds["path"][rows[i].as_py()].as_py())
+            for i in firsts.to_pylist()
+        ]
+        self.keys = [tuple(sorted(v.items(), key=lambda item: item[0])) for v, _ in self.first]
+
+    def mask(self, keep: Sequence[bool]) -> pa.Array:
+        """Per row, ``keep`` of its spelling."""
+        return pa.array(keep, pa.bool_()).take(self.groups)
+
+
+def _spelled(entries: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Each row's map as one string: ``key NUL (v value | n)`` per entry, joined by ``SOH``. Two
+    maps that spell alike but differ would be grouped together; :class:`Bin` checks its sources'
+    maps, so that fails loudly rather than mixing partitions."""
+    chunks = []
+    for chunk in entries.chunks:
+        flat = chunk.flatten()
+        value = pc.coalesce(pc.binary_join_element_wise("v", flat.field("value"), ""), "n")
+        text = pc.binary_join_element_wise(flat.field("key"), value, "\x00")
+        lengths = pc.coalesce(pc.list_value_length(chunk), 0)
+        offsets = pa.concat_arrays(
+            [pa.array([0], pa.int32()), pc.cumulative_sum(lengths).cast(pa.int32())]
+        )
+        chunks.append(pc.binary_join(pa.ListArray.from_arrays(offsets, text), "\x01"))
+    return pa.chunked_array(chunks, pa.string())
+
+
+def _candidates(
+    adds: pa.Table, rows: pa.Array, groups: pa.Array, policy: CompactionPolicy
+) -> Iterator[tuple[int, _Candidate]]:
+    """The candidates among ``rows`` (in log order), each with its partition group.
+
+    Arrow compute keeps the rows that may be candidates (small, or with deleted rows); the
+    exact rule (:func:`_candidate`, integer arithmetic) runs on those alone.
+    """
+    size = adds["size"].take(rows)
+    deleted = pc.coalesce(pc.struct_field(adds["deletion_vector"].take(rows), "cardinality"), 0)
+    maybe = pc.or_(pc.less(size, policy.small_file_threshold), pc.greater(deleted, 0))
+    picked = pc.indices_nonzero(maybe.combine_chunks())
+    positions = rows.take(picked)
+    made_for = pc.map_lookup(adds["tags"].take(positions), OPTIMIZE_TARGET_SIZE, "last")
+    columns = zip(
+        positions.to_pylist(),
+        groups.take(picked).to_pylist(),
+        size.take(picked).to_pylist(),
+        adds["num_records"].take(positions).to_pylist(),
+        deleted.take(picked).to_pylist(),
+        made_for.to_pylist(),
+        strict=True,
+    )
+    for position, group, file_size, physical, deleted_rows, tag in columns:
+        candidate = _candidate(position, file_size, physical, deleted_rows, tag, policy)
+        if candidate is not None:
+            yield group, candidate
+
+
+def _candidate(
+    position: int,
+    size: int,
+    physical: int | None,
+    deleted: int,
+    made_for_tag: str | None,
+    policy: CompactionPolicy,
+) -> _Candidate | None:
+    """A file as a candidate with its weight, or None when it is fine as it is."""
     if physical is None or physical == 0:
         # Unknown counts (or an empty file with a DV, which is inconsistent): weigh the whole
         # file and purge any DV, as Spark does for a DV without numRecords (§3.8).
-        live_bytes, purge = add.size, deleted > 0
+        live_bytes, purge = size, deleted > 0
     else:
-        live_bytes = add.size * max(physical - deleted, 0) // physical
+        live_bytes = size * max(physical - deleted, 0) // physical
         purge = deleted / physical > policy.max_deleted_rows_ratio
-    if not purge and add.size >= policy.small_file_threshold:
+    if not purge and size >= policy.small_file_threshold:
         return None
-    made_for = optimized_for(add.tags)
+    made_for = optimized_for({OPTIMIZE_TARGET_SIZE: made_for_tag} if made_for_tag else None)
     settled = not purge and made_for is not None and made_for >= policy.target_file_size
-    return _Candidate(position, add, live_bytes, purge, settled)
+    return _Candidate(position, live_bytes, purge, settled, physical is not None)
 
 
 def _pack(candidates: Sequence[_Candidate], policy: CompactionPolicy) -> list[list[_Candidate]]:
@@ -220,21 +332,24 @@ def _pack(candidates: Sequence[_Candidate], policy: CompactionPolicy) -> list[li
     return [g for g in groups if len(g) >= 2 or any(c.purge for c in g)]
 
 
-def _bin(group: Sequence[_Candidate]) -> Bin:
+def _bin(group: Sequence[_Candidate], files: Mapping[int, AddFile]) -> Bin:
+    """A packed group as a bin, its sources the objects ``files`` made for its rows."""
+    sources = tuple(files[c.position] for c in group)
     return Bin(
-        partition_values=group[0].add.partition_values,
-        sources=tuple(c.add for c in group),
+        partition_values=sources[0].partition_values,
+        sources=sources,
         estimated_bytes=sum(c.live_bytes for c in group),
         purges_dvs=any(c.purge for c in group),
-        needs_footer_counts=any(c.add.num_records is None for c in group),
+        needs_footer_counts=not all(c.counted for c in group),
     )
 
 
 def _partition_matcher(
     policy: CompactionPolicy, config: TableConfig, version: int
-) -> Callable[[AddFile], bool] | None:
-    """The policy's partition filter bound to this table's partition columns: their types
-    and physical ``partitionValues`` keys (§5.1)."""
+) -> Callable[[Mapping[str, str | None], str], bool] | None:
+    """The policy's partition filter bound to this table's partition columns (their types
+    and physical ``partitionValues`` keys, §5.1), as a test of a raw map; the path names the
+    file a bad value is read from."""
     if policy.partition_filter is None:
         return None
     partition_columns = config.metadata.partition_columns
@@ -253,12 +368,10 @@ def _partition_matcher(
             version=version,
         ) from exc
 
-    def matches(add: AddFile) -> bool:
+    def matches(values: Mapping[str, str | None], path: str) -> bool:
         try:
-            return bound.matches_partition(add.partition_values)
+            return bound.matches_partition(values)
         except ValueError as exc:
-            raise CorruptLogError(
-                str(exc), table=config.table, version=version, path=add.path
-            ) from exc
+            raise CorruptLogError(str(exc), table=config.table, version=version, path=path) from exc
 
     return matches

@@ -46,6 +46,7 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+import pyarrow.compute as pc
 import structlog
 
 from rlcd.compaction.cleanup import clean_table
@@ -184,7 +185,7 @@ def _plan(
 ) -> tuple[Backlog, int | None]:
     """The table's backlog now (without the ``exclude``\\ d, quarantined sources), and when
     it must be planned again though its log did not move (a file younger than the minimum age
-    comes of age then). CPU over every live file: run it in a worker thread."""
+    comes of age then). Arrow compute over every live file: run it in a worker thread."""
     if not policy.enabled:
         return Backlog(), None
     age_ms = int(policy.min_file_age_s * 1000)
@@ -192,20 +193,22 @@ def _plan(
     _, bins = plan_table(
         snapshot, policy.compaction, before_ms=before if age_ms else None, exclude=exclude
     )
-    young = [a.modification_time for a in snapshot.files.values() if a.modification_time >= before]
-    return Backlog.of(bins), (min(young) + age_ms if age_ms and young else None)
+    if not age_ms:
+        return Backlog.of(bins), None
+    times = snapshot.adds["modification_time"]
+    youngest = pc.min(times.filter(pc.greater_equal(times, before))).as_py()
+    return Backlog.of(bins), (youngest + age_ms if youngest is not None else None)
 
 
 def _footprint(snapshot: Snapshot, now_ms: int) -> tuple[int, int, int | None]:
     """The live files and bytes, and the bytes a vacuum would free (None when the table's
-    retention property cannot be read: a metric never fails a table). CPU over every file
-    and tombstone: run it in a worker thread."""
+    retention property cannot be read: a metric never fails a table). Arrow compute over the
+    files, a pass over the tombstones: run it in a worker thread."""
     try:
         reclaimable: int | None = reclaimable_bytes(snapshot, now_ms=now_ms)
     except CorruptLogError:
         reclaimable = None
-    files = snapshot.files.values()
-    return len(files), sum(a.size for a in files), reclaimable
+    return snapshot.num_files, pc.sum(snapshot.adds["size"]).as_py() or 0, reclaimable
 
 
 class Supervisor:
@@ -311,7 +314,7 @@ class Supervisor:
                 TableStatus(
                     table=name,
                     version=snap.version if snap is not None else None,
-                    files=len(snap.files) if snap is not None else 0,
+                    files=snap.num_files if snap is not None else 0,
                     small_files=state.backlog.files,
                     bytes_awaiting=state.backlog.bytes,
                     running=name in self._running,
@@ -530,7 +533,8 @@ class Supervisor:
                     self._in_hand(t, now_ms)
                     return
                 if t.quarantine.suspects:  # a file removed or rewritten is no suspect
-                    live = {a.key for a in poll.snapshot.files.values()}
+                    named = poll.snapshot.live_files(path for path, _ in t.quarantine.suspects)
+                    live = {a.key for a in named.values()}
                     self._set_quarantine(t, t.quarantine.retain(live))
                 backlog, t.replan_at_ms = await anyio.to_thread.run_sync(
                     _plan, t.policy, poll.snapshot, now_ms, t.quarantine.excluded

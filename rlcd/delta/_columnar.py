@@ -12,8 +12,10 @@ applies them to objects):
   commit parser (:func:`rlcd.delta.actions.parse_commit`) and folded as objects, but only for the
   paths they touch: every checkpoint row of such a path is dropped from the checkpoint table by an
   anti-join (``is_in`` on the canonical path), turned into an object and folded with them. What
-  the fold leaves live is appended as rows. The cost is in proportion to the commits, not the
-  table.
+  the fold leaves live takes the place of the path's row when the path stayed live throughout, and
+  is appended otherwise, so the rows keep the object replay's order (first appearance in the
+  log). The cost is in proportion to the commits, not the table: an incremental update
+  (:func:`rlcd.delta.replay.replay` with a base) folds only the paths its commits touch.
 - Within the fold the rules of :mod:`rlcd.delta.replay` hold: an ``add`` replaces the path's live
   add; a ``remove`` removes it only when its ``(path, DV unique id)`` key matches. Tombstones are
   keyed by ``(path, DV unique id)``, the newest action wins, and an ``add`` of the same key
@@ -25,12 +27,13 @@ applies them to objects):
 - :func:`add_files` turns a few rows back into :class:`AddFile` objects through the same
   conversion as today's checkpoint parsing, so they equal what :func:`rlcd.delta.replay.replay`
   gives (unknown JSON members, ``extra``, are not kept by the projection).
+- :class:`rlcd.delta.replay.Snapshot` holds the result; this module knows nothing of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -40,20 +43,14 @@ from rlcd.delta._checkpoint import checkpoint_actions
 from rlcd.delta.actions import (
     Action,
     AddFile,
-    CommitInfo,
-    DomainMetadata,
-    Metadata,
-    Protocol,
     RemoveFile,
-    Txn,
 )
-from rlcd.delta.replay import canonical_path
 from rlcd.delta.stats_json import stats_json
 
 __all__ = (
     "ADD_SCHEMA",
     "TOMBSTONE_SCHEMA",
-    "ColumnarSnapshot",
+    "canonical_path",
     "FileActions",
     "projection",
     "checkpoint_file_actions",
@@ -61,6 +58,8 @@ __all__ = (
     "file_actions_of",
     "replay_files",
     "add_files",
+    "remove_files",
+    "rows_of_paths",
 )
 __pure__ = True
 
@@ -104,6 +103,19 @@ TOMBSTONE_SCHEMA = pa.schema([(name, typ) for name, _, typ in _TOMBSTONE_FIELDS]
 
 _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata")
 _NUM_RECORDS = r'^\{"numRecords":(?P<n>0|[1-9][0-9]{0,17})[,}]'
+
+
+def canonical_path(path: str) -> str:
+    """The replay key of a file path: absolute local paths in one spelling.
+
+    Spark canonicalises paths to URIs during replay, so ``/x``, ``file:/x`` and ``file:///x`` name
+    one file (fixture ``canonicalized-paths-special-a``); relative paths stay as written.
+    """
+    if path.startswith("/"):
+        return "file://" + path
+    if path.startswith("file:/") and not path.startswith("file://"):
+        return "file://" + path[len("file:") :]
+    return path
 
 
 def projection(schema: pa.Schema) -> list[str]:
@@ -276,6 +288,17 @@ def add_files(adds: pa.Table) -> list[AddFile]:
     return [a for a in checkpoint_actions(pa.table({"add": struct})) if isinstance(a, AddFile)]
 
 
+def remove_files(tombstones: pa.Table) -> list[RemoveFile]:
+    """The rows of a tombstones table (:data:`TOMBSTONE_SCHEMA`) as :class:`RemoveFile` objects."""
+    return [RemoveFile.from_json(_tombstone_json(row)) for row in tombstones.to_pylist()]
+
+
+def rows_of_paths(adds: pa.Table, paths: Iterable[str]) -> pa.Table:
+    """The rows of a live-adds table whose path is one of ``paths`` (by :func:`canonical_path`)."""
+    wanted = pa.array(sorted({canonical_path(p) for p in paths}), pa.string())
+    return adds.filter(pc.is_in(_canonical(adds["path"]), value_set=wanted))
+
+
 def _canonical(paths: pa.ChunkedArray) -> pa.ChunkedArray:
     """:func:`canonical_path` over a column; the column itself when no path needs it."""
     slash = pc.starts_with(paths, "/")
@@ -288,13 +311,14 @@ def _canonical(paths: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _unique_last(table: pa.Table, keys: pa.ChunkedArray | pa.Array) -> pa.Table:
-    """The rows of ``table`` with one row per key, the last. A checkpoint lists each key once;
-    one that does not gets the object replay's answer: the later row wins."""
+    """The rows of ``table`` with one row per key: the last, in the place of the first. A
+    checkpoint lists each key once; one that does not gets the object replay's answer: the
+    later row wins, where the key first appeared."""
     if pc.count_distinct(keys).as_py() == len(keys):
         return table
     indexed = pa.table({"k": keys, "i": pa.array(range(len(keys)), pa.int64())})
-    last = indexed.group_by("k").aggregate([("i", "max")]).column("i_max")
-    return table.take(pc.take(last, pc.sort_indices(last)))
+    grouped = indexed.group_by("k").aggregate([("i", "min"), ("i", "max")])
+    return table.take(pc.take(grouped["i_max"], pc.sort_indices(grouped["i_min"])))
 
 
 def _tombstone_keys(tombstones: pa.Table) -> pa.ChunkedArray:
@@ -304,32 +328,27 @@ def _tombstone_keys(tombstones: pa.Table) -> pa.ChunkedArray:
     return pc.binary_join_element_wise(_canonical(tombstones["path"]), uid, "\x00")
 
 
-@dataclass(frozen=True)
-class ColumnarSnapshot:
-    """The state of a table at one version, its files as Arrow tables.
-
-    ``adds`` holds one row per live file (:data:`ADD_SCHEMA`; paths unique by
-    :func:`canonical_path`); ``tombstones`` one row per remove no later action of its key
-    superseded (:data:`TOMBSTONE_SCHEMA`; the retention period is VACUUM's to apply). The
-    other fields are as in :class:`rlcd.delta.replay.Snapshot`.
-    """
-
-    table: str
-    version: int
-    protocol: Protocol
-    metadata: Metadata
-    adds: pa.Table
-    tombstones: pa.Table
-    txns: Mapping[str, Txn] = field(default_factory=dict)
-    domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
-    commit_info: CommitInfo | None = None
+_MAX_CHUNKS = 256
+"""Chunks a replayed table may have before it is made one again: each update splices rows in as
+slices (:func:`_splice`), and a daemon applies thousands; compute over a table of many tiny
+chunks is slower than one copy now and then."""
 
 
 def replay_files(
-    checkpoint: Iterable[FileActions], commits: Iterable[tuple[int, Sequence[Action]]]
+    checkpoint: Iterable[FileActions],
+    commits: Iterable[tuple[int, Sequence[Action]]],
+    *,
+    unique: bool = False,
 ) -> tuple[pa.Table, pa.Table]:
     """The live adds and the tombstones after a checkpoint (its files' actions; none for a log
-    without one) and the commits after it, in version order."""
+    without one) and the commits after it, in version order.
+
+    Args:
+        checkpoint: the starting state's files: a checkpoint's, or a snapshot's own tables.
+        commits: ``(version, actions)`` pairs in ascending version order.
+        unique: the starting state already holds one row per key (a replay's result): its keys
+            are not checked again, which would cost a pass over the table.
+    """
     parts = list(checkpoint)
     adds = pa.concat_tables([p.adds for p in parts]) if parts else ADD_SCHEMA.empty_table()
     tombstones = (
@@ -341,47 +360,76 @@ def replay_files(
         for a in actions
         if isinstance(a, AddFile | RemoveFile)
     ]
-    add_keys = _canonical(adds["path"])
-    unique = _unique_last(adds, add_keys)
-    if unique is not adds:
-        adds, add_keys = unique, _canonical(unique["path"])
-    tombstones = _unique_last(tombstones, _tombstone_keys(tombstones))
-    tomb_keys = _canonical(tombstones["path"])
+    if not unique:
+        adds = _unique_last(adds, _canonical(adds["path"]))
+        tombstones = _unique_last(tombstones, _tombstone_keys(tombstones))
     if not changes:
         return adds, tombstones
     touched = pa.array(sorted({key for key, _ in changes}), pa.string())
-    in_adds = pc.is_in(add_keys, value_set=touched)
-    in_tombs = pc.is_in(tomb_keys, value_set=touched)
-    live: dict[str, AddFile] = {canonical_path(a.path): a for a in add_files(adds.filter(in_adds))}
+    in_adds = pc.is_in(_canonical(adds["path"]), value_set=touched).combine_chunks()
+    in_tombs = pc.is_in(_canonical(tombstones["path"]), value_set=touched).combine_chunks()
+    rows = pc.indices_nonzero(in_adds).to_pylist()
+    live: dict[str, AddFile] = {
+        canonical_path(a.path): a for a in add_files(adds.take(pa.array(rows, pa.int64())))
+    }
+    held = list(live)  # the keys of ``rows``, in order: the table holds each once
+    dropped: set[str] = set()  # paths not live at some point: re-added ones move to the end
     gone: dict[tuple[str, str | None], RemoveFile] = {}
-    for row in tombstones.filter(in_tombs).to_pylist():
-        remove = RemoveFile.from_json(_tombstone_json(row))
+    for remove in remove_files(tombstones.filter(in_tombs)):
         gone[(canonical_path(remove.path), remove.dv_unique_id)] = remove
     for key, action in changes:
         if isinstance(action, AddFile):
             live[key] = action
             gone.pop((key, action.dv_unique_id), None)
         else:
-            held = live.get(key)
-            if held is not None and held.dv_unique_id == action.dv_unique_id:
+            current = live.get(key)
+            if current is not None and current.dv_unique_id == action.dv_unique_id:
                 del live[key]
+                dropped.add(key)
             gone[(key, action.dv_unique_id)] = action
+    fresh = _adds_of(list(live.values()))
+    position = {key: i for i, key in enumerate(live)}
+    in_place = [
+        (row, position[key])
+        for row, key in zip(rows, held, strict=True)
+        if key in live and key not in dropped
+    ]
+    placed = {i for _, i in in_place}
+    appended = [i for i in range(fresh.num_rows) if i not in placed]
     return (
-        pa.concat_tables([_without(adds, in_adds), _adds_of(list(live.values()))]),
-        pa.concat_tables([_without(tombstones, in_tombs), _tombstones_of(list(gone.values()))]),
+        _splice(adds, rows, in_place, fresh, appended),
+        _splice(
+            tombstones,
+            pc.indices_nonzero(in_tombs).to_pylist(),
+            [],
+            _tombstones_of(list(gone.values())),
+            range(len(gone)),
+        ),
     )
 
 
-def _without(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
-    """``table`` less the rows ``mask`` marks, as zero-copy slices between them: the marked rows
-    are the few the commits touched, and a filter would copy the whole table (its stats text
-    above all) while the original is still held."""
+def _splice(
+    table: pa.Table,
+    rows: Sequence[int],
+    replaced: Sequence[tuple[int, int]],
+    fresh: pa.Table,
+    appended: Iterable[int],
+) -> pa.Table:
+    """``table`` less its ``rows``, except those ``replaced`` names (``(row, fresh row)``), which
+    take the fresh row in their place, then the ``appended`` fresh rows. Zero-copy slices: the
+    rows are the few the commits touched, and a filter would copy the whole table (its stats
+    text above all) while the original is still held."""
+    by_row = dict(replaced)
     pieces, start = [], 0
-    for index in pc.indices_nonzero(mask.combine_chunks()).to_pylist():
-        pieces.append(table.slice(start, index - start))
-        start = index + 1
+    for row in rows:
+        pieces.append(table.slice(start, row - start))
+        if row in by_row:
+            pieces.append(fresh.slice(by_row[row], 1))
+        start = row + 1
     pieces.append(table.slice(start))
-    return pa.concat_tables(pieces)
+    pieces.append(fresh.take(pa.array(list(appended), pa.int64())))
+    out = pa.concat_tables(pieces)
+    return out.combine_chunks() if out.column(0).num_chunks > _MAX_CHUNKS else out
 
 
 def _tombstone_json(row: dict[str, Any]) -> dict[str, Any]:

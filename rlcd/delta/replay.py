@@ -8,13 +8,31 @@ tombstone under the same key until an add of that key replaces it (Spark's in-me
 vacuum reads their ``deletionTimestamp`` and DVs, and checkpoints carry them forward. The
 paths of ``cdc`` actions read since the checkpoint are kept too (checkpoints hold none), for
 vacuum's lite mode.
+
+The file actions are replayed on Arrow tables (:mod:`rlcd.delta._columnar`, issue 40): a
+snapshot holds its live files and tombstones as tables, and makes :class:`AddFile` objects only
+for the rows a caller asks for. The other actions are few and folded as objects here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
+import pyarrow as pa
+
+from rlcd.delta._columnar import (
+    ADD_SCHEMA,
+    TOMBSTONE_SCHEMA,
+    FileActions,
+    add_files,
+    canonical_path,
+    file_actions_of,
+    remove_files,
+    replay_files,
+    rows_of_paths,
+)
 from rlcd.delta.actions import (
     Action,
     AddCdcFile,
@@ -26,68 +44,88 @@ from rlcd.delta.actions import (
     RemoveFile,
     Txn,
 )
-from rlcd.errors import CorruptLogError
+from rlcd.errors import CorruptLogError, InternalError
 
-__all__ = ("Snapshot", "replay", "canonical_path")
+__all__ = ("Snapshot", "replay", "replay_columns", "canonical_path")
 __pure__ = True
-
-
-def canonical_path(path: str) -> str:
-    """The replay key of a file path: absolute local paths in one spelling.
-
-    Spark canonicalises paths to URIs during replay, so ``/x``, ``file:/x`` and ``file:///x`` name
-    one file (fixture ``canonicalized-paths-special-a``); relative paths stay as written.
-    """
-    if path.startswith("/"):
-        return "file://" + path
-    if path.startswith("file:/") and not path.startswith("file://"):
-        return "file://" + path[len("file:") :]
-    return path
 
 
 @dataclass(frozen=True)
 class Snapshot:
     """The state of a table at one version.
 
-    ``files`` maps the canonical path (:func:`canonical_path`) to the live add, in the order
-    the paths first appeared in the log (the checkpoint's row order, then commit order).
-    ``commit_info`` is the commitInfo of ``version`` itself when that commit was read, else None.
-    ``tombstones`` maps ``(canonical path, DV unique id)`` to the latest remove of that key that
-    no later add re-added (the checkpoint's and the commits'). ``cdc_files`` are the paths of
-    the change data files the commits read since the checkpoint (or the log's start) name.
+    ``adds`` holds one row per live file (:data:`rlcd.delta._columnar.ADD_SCHEMA`; paths unique
+    by :func:`canonical_path`), in the order the paths first appeared in the log (the
+    checkpoint's row order, then commit order); ``tombstone_rows`` one row per
+    ``(canonical path, DV unique id)`` key whose latest remove no later add re-added
+    (:data:`rlcd.delta._columnar.TOMBSTONE_SCHEMA`). Hot paths (the planner, the daemon's
+    counts) read these columns; :attr:`files`, :attr:`tombstones` and :meth:`live_files` make
+    objects. ``commit_info`` is the commitInfo of ``version`` itself when that commit was
+    read, else None. ``cdc_files`` are the paths of the change data files the commits read
+    since the checkpoint (or the log's start) name.
     """
 
     table: str
     version: int
     protocol: Protocol
     metadata: Metadata
-    files: Mapping[str, AddFile]
+    adds: pa.Table = field(default_factory=ADD_SCHEMA.empty_table, repr=False)
+    tombstone_rows: pa.Table = field(default_factory=TOMBSTONE_SCHEMA.empty_table, repr=False)
     txns: Mapping[str, Txn] = field(default_factory=dict)
     domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
     commit_info: CommitInfo | None = None
-    tombstones: Mapping[tuple[str, str | None], RemoveFile] = field(default_factory=dict)
     cdc_files: frozenset[str] = frozenset()
 
     @property
     def in_commit_timestamp(self) -> int | None:
         return self.commit_info.in_commit_timestamp if self.commit_info is not None else None
 
+    @property
+    def num_files(self) -> int:
+        """The number of live files (no objects made)."""
+        return int(self.adds.num_rows)
+
+    @cached_property
+    def files(self) -> Mapping[str, AddFile]:
+        """Every live file as an object, by canonical path, in :attr:`adds` order.
+
+        Costs an :class:`AddFile` per live file, made on first use and then held: about 10 µs
+        and 1-2 KiB each, seconds and gigabytes at a million files. For the paths that need
+        every file (verify, vacuum, delete by predicate, the demos); the planner and the
+        daemon read :attr:`adds`, and a few files are :meth:`live_files`.
+        """
+        return {canonical_path(a.path): a for a in add_files(self.adds)}
+
+    @cached_property
+    def tombstones(self) -> Mapping[tuple[str, str | None], RemoveFile]:
+        """Every tombstone as an object, by ``(canonical path, DV unique id)``: a
+        :class:`RemoveFile` per row of :attr:`tombstone_rows`, made on first use (VACUUM's)."""
+        return {
+            (canonical_path(r.path), r.dv_unique_id): r for r in remove_files(self.tombstone_rows)
+        }
+
+    def files_at(self, rows: Sequence[int]) -> list[AddFile]:
+        """The live files at these rows of :attr:`adds`, in that order: objects for those only
+        (a plan's bins)."""
+        return add_files(self.adds.take(pa.array(rows, pa.int64())))
+
+    def live_files(self, paths: Iterable[str]) -> dict[str, AddFile]:
+        """The live files among ``paths``, by canonical path: objects for those rows only, at
+        the cost of one pass over the path column."""
+        return {canonical_path(a.path): a for a in add_files(rows_of_paths(self.adds, paths))}
+
 
 class _Fold:
-    """The mutable accumulator behind :func:`replay`."""
+    """The accumulator of the actions that are not file actions, behind :func:`replay`."""
 
     def __init__(self, table: str, base: Snapshot | None) -> None:
         self.table = table
         self.version = base.version if base else -1
         self.protocol = base.protocol if base else None
         self.metadata = base.metadata if base else None
-        self.files: dict[str, AddFile] = dict(base.files) if base else {}
         self.txns: dict[str, Txn] = dict(base.txns) if base else {}
         self.domains: dict[str, DomainMetadata] = dict(base.domains) if base else {}
         self.commit_info: CommitInfo | None = None
-        self.tombstones: dict[tuple[str, str | None], RemoveFile] = (
-            dict(base.tombstones) if base else {}
-        )
         self.cdc_files: set[str] = set(base.cdc_files) if base else set()
 
     def apply(self, version: int, actions: Sequence[Action], *, checkpoint: bool) -> None:
@@ -99,18 +137,6 @@ class _Fold:
         self.commit_info = None
         for action in actions:
             match action:
-                case AddFile():
-                    key = canonical_path(action.path)
-                    self.files[key] = action
-                    self.tombstones.pop((key, action.dv_unique_id), None)
-                case RemoveFile():
-                    key = canonical_path(action.path)
-                    self.tombstones[key, action.dv_unique_id] = action
-                    if checkpoint:
-                        continue  # checkpoint tombstones never shadow a live add
-                    live = self.files.get(key)
-                    if live is not None and live.dv_unique_id == action.dv_unique_id:
-                        del self.files[key]
                 case Metadata():
                     self.metadata = action
                 case Protocol():
@@ -128,9 +154,9 @@ class _Fold:
                     if not checkpoint:
                         self.commit_info = action
                 case _:
-                    pass  # checkpoint-only and unknown actions do not change the state
+                    pass  # file actions are replayed on columns; the rest change nothing
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, adds: pa.Table, tombstones: pa.Table) -> Snapshot:
         if self.protocol is None or self.metadata is None:
             missing = "protocol" if self.protocol is None else "metaData"
             raise CorruptLogError(
@@ -141,11 +167,11 @@ class _Fold:
             version=self.version,
             protocol=self.protocol,
             metadata=self.metadata,
-            files=self.files,
+            adds=adds,
+            tombstone_rows=tombstones,
             txns=self.txns,
             domains=self.domains,
             commit_info=self.commit_info,
-            tombstones=self.tombstones,
             cdc_files=frozenset(self.cdc_files),
         )
 
@@ -157,17 +183,40 @@ def replay(
     base: Snapshot | None = None,
     checkpoint: tuple[int, Sequence[Action]] | None = None,
 ) -> Snapshot:
+    """Fold a checkpoint (optional, as objects) and then commits, in version order, onto
+    ``base``; see :func:`replay_columns`."""
+    files = None if checkpoint is None else (checkpoint[0], [file_actions_of(checkpoint[1])])
+    return replay_columns(table, commits, base=base, checkpoint=files)
+
+
+def replay_columns(
+    table: str,
+    commits: Iterable[tuple[int, Sequence[Action]]],
+    *,
+    base: Snapshot | None = None,
+    checkpoint: tuple[int, Sequence[FileActions]] | None = None,
+) -> Snapshot:
     """Fold a checkpoint (optional) and then commits, in version order, onto ``base``.
 
     Args:
         table: the table URI, for error messages.
         commits: ``(version, actions)`` pairs in ascending version order.
-        base: an earlier snapshot to continue from (incremental update); not modified.
-        checkpoint: ``(version, actions)`` of a checkpoint to start from instead of ``base``.
+        base: an earlier snapshot to continue from (incremental update: the cost is in
+            proportion to the commits); not modified.
+        checkpoint: the version and files (:class:`FileActions`) of a checkpoint to start from
+            instead of ``base``.
     """
+    if base is not None and checkpoint is not None:
+        raise InternalError("a replay starts from a snapshot or from a checkpoint, not both")
+    commits = list(commits)
     fold = _Fold(table, base)
+    files: list[FileActions] = []
     if checkpoint is not None:
-        fold.apply(checkpoint[0], checkpoint[1], checkpoint=True)
+        version, files = checkpoint[0], list(checkpoint[1])
+        fold.apply(version, [a for f in files for a in f.others], checkpoint=True)
+    elif base is not None:
+        files = [FileActions(base.adds, base.tombstone_rows, ())]
     for version, actions in commits:
         fold.apply(version, actions, checkpoint=False)
-    return fold.snapshot()
+    adds, tombstones = replay_files(files, commits, unique=base is not None)
+    return fold.snapshot(adds, tombstones)

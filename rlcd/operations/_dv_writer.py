@@ -271,8 +271,9 @@ async def delete_rows(
             "deletion vectors are not enabled (delta.enableDeletionVectors)", table=store.root
         )
     files: list[_File] = []
+    live = snapshot.live_files(deletions)
     for path, positions in deletions.items():
-        add = snapshot.files.get(canonical_path(path))
+        add = live.get(canonical_path(path))
         if add is None:
             raise TableError(
                 "not a live file", table=store.root, version=snapshot.version, path=path

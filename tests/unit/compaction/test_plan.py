@@ -22,7 +22,7 @@ from rlcd.delta.actions import AddFile, Metadata, Protocol
 from rlcd.delta.dv import DeletionVectorDescriptor
 from rlcd.delta.predicate import Predicate
 from rlcd.delta.protocol import TableConfig
-from rlcd.delta.replay import Snapshot, canonical_path
+from rlcd.delta.replay import Snapshot, replay
 from rlcd.delta.schema import ColumnMappingMode, parse_schema
 from rlcd.errors import (
     ConfigError,
@@ -90,13 +90,7 @@ def table(
     files: Sequence[AddFile], meta: Metadata | None = None, protocol: Protocol = PLAIN
 ) -> tuple[Snapshot, TableConfig]:
     meta = meta or metadata()
-    snapshot = Snapshot(
-        table="t",
-        version=3,
-        protocol=protocol,
-        metadata=meta,
-        files={canonical_path(f.path): f for f in files},
-    )
+    snapshot = replay("t", [(3, [protocol, meta, *files])])
     return snapshot, TableConfig("t", protocol, meta)
 
 

@@ -124,9 +124,10 @@ def _essence(add: AddFile) -> tuple[Any, ...]:
 
 def _expected(
     checkpoint: list[AddFile | RemoveFile], commits: list[list[Action]]
-) -> tuple[list[tuple[Any, ...]], set[tuple[str, str | None, int | None]]]:
-    """The live files by the object replay's rules, and the tombstones by the protocol's: the
-    newest remove per (path, DV) key, unless an add of that key came after it."""
+) -> tuple[list[tuple[Any, ...]], set[tuple[str, str | None, int | None]], list[str]]:
+    """The live files by the replay rules, the tombstones by the protocol's (the newest remove
+    per (path, DV) key, unless an add of that key came after it), and the live paths in the
+    order they first appeared (a path that stopped being live counts from its re-add)."""
     live: dict[str, AddFile] = {}
     gone: dict[tuple[str, str | None], RemoveFile] = {}
     for a in checkpoint:
@@ -146,10 +147,10 @@ def _expected(
                     del live[key]
                 gone[(key, a.dv_unique_id)] = a
     tombs = {(r.path, r.dv_unique_id, r.deletion_timestamp) for r in gone.values()}
-    return sorted(map(_essence, live.values()), key=repr), tombs
+    return sorted(map(_essence, live.values()), key=repr), tombs, list(live)
 
 
-def _got(adds: pa.Table, tombstones: pa.Table) -> tuple[list[tuple[Any, ...]], set[Any]]:
+def _got(adds: pa.Table, tombstones: pa.Table) -> tuple[list[tuple[Any, ...]], set[Any], list[str]]:
     files = add_files(adds)
     assert adds["num_records"].to_pylist() == [a.num_records for a in files]
     assert adds["dv_unique_id"].to_pylist() == [a.dv_unique_id for a in files]
@@ -160,7 +161,7 @@ def _got(adds: pa.Table, tombstones: pa.Table) -> tuple[list[tuple[Any, ...]], s
         uid = None if dv is None else DeletionVectorDescriptor.from_json(dv).unique_id
         tombs.add((row["path"], uid, row["deletion_timestamp"]))
     assert len(tombs) == len(rows)
-    return sorted(map(_essence, files), key=repr), tombs
+    return sorted(map(_essence, files), key=repr), tombs, [canonical_path(a.path) for a in files]
 
 
 ACTION = st.tuples(
@@ -186,8 +187,8 @@ def test_columnar_replay_equals_object_replay(
     commits: list[list[tuple[str, str, int, int]]],
     as_parquet: bool,
 ) -> None:
-    """Any checkpoint and commits replay to the live files and tombstones the rules give, and
-    to the live files the object replay holds."""
+    """Any checkpoint and commits replay to the live files and tombstones the rules give, in
+    log order; the same through a snapshot moved forward commit by commit."""
     cp_actions = [_action(*a) for a in checkpoint]
     commit_actions: list[list[Action]] = [[_action(*a) for a in c] for c in commits]
     files = (
@@ -198,8 +199,10 @@ def test_columnar_replay_equals_object_replay(
     got = _got(*replay_files([files], enumerate(commit_actions, start=1)))
     assert got == _expected(cp_actions, commit_actions)
     header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
-    objects = replay("t", enumerate(commit_actions, start=1), checkpoint=(0, header + cp_actions))
-    assert got[0] == sorted(map(_essence, objects.files.values()), key=repr)
+    snapshot = replay("t", [], checkpoint=(0, header + cp_actions))
+    for version, actions in enumerate(commit_actions, start=1):
+        snapshot = replay("t", [(version, actions)], base=snapshot)
+    assert _got(snapshot.adds, snapshot.tombstone_rows) == got
 
 
 def test_add_files_equal_the_checkpoint_parser() -> None:
