@@ -5,9 +5,7 @@ appId and ``domainMetadata`` per domain win (``removed`` deletes the domain); li
 by ``(path, DV unique id)``: an ``add`` replaces whatever add the path had, and a ``remove``
 removes the live file only when its key matches exactly. Each remove is also kept as a
 tombstone under the same key until an add of that key replaces it (Spark's in-memory replay):
-vacuum reads their ``deletionTimestamp`` and DVs, and checkpoints carry them forward. The
-paths of ``cdc`` actions read since the checkpoint are kept too (checkpoints hold none), for
-vacuum's lite mode.
+vacuum reads their ``deletionTimestamp`` and DVs, and checkpoints carry them forward.
 
 The file actions are replayed on Arrow tables (:mod:`rlcd.delta._columnar`, issue 40): a
 snapshot holds its live files and tombstones as tables, and makes :class:`AddFile` objects only
@@ -35,7 +33,6 @@ from rlcd.delta._columnar import (
 )
 from rlcd.delta.actions import (
     Action,
-    AddCdcFile,
     AddFile,
     CommitInfo,
     DomainMetadata,
@@ -61,8 +58,7 @@ class Snapshot:
     (:data:`rlcd.delta._columnar.TOMBSTONE_SCHEMA`). Hot paths (the planner, the daemon's
     counts) read these columns; :attr:`files`, :attr:`tombstones` and :meth:`live_files` make
     objects. ``commit_info`` is the commitInfo of ``version`` itself when that commit was
-    read, else None. ``cdc_files`` are the paths of the change data files the commits read
-    since the checkpoint (or the log's start) name.
+    read, else None.
     """
 
     table: str
@@ -74,7 +70,6 @@ class Snapshot:
     txns: Mapping[str, Txn] = field(default_factory=dict)
     domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
     commit_info: CommitInfo | None = None
-    cdc_files: frozenset[str] = frozenset()
 
     @property
     def in_commit_timestamp(self) -> int | None:
@@ -126,7 +121,6 @@ class _Fold:
         self.txns: dict[str, Txn] = dict(base.txns) if base else {}
         self.domains: dict[str, DomainMetadata] = dict(base.domains) if base else {}
         self.commit_info: CommitInfo | None = None
-        self.cdc_files: set[str] = set(base.cdc_files) if base else set()
 
     def apply(self, version: int, actions: Sequence[Action], *, checkpoint: bool) -> None:
         if version <= self.version:
@@ -148,8 +142,6 @@ class _Fold:
                         self.domains.pop(action.domain, None)
                     else:
                         self.domains[action.domain] = action
-                case AddCdcFile():
-                    self.cdc_files.add(action.path)
                 case CommitInfo():
                     if not checkpoint:
                         self.commit_info = action
@@ -172,7 +164,6 @@ class _Fold:
             txns=self.txns,
             domains=self.domains,
             commit_info=self.commit_info,
-            cdc_files=frozenset(self.cdc_files),
         )
 
 

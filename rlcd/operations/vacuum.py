@@ -3,9 +3,11 @@
 The rules are :mod:`rlcd.operations._vacuum_rules`, which does no IO; this module does it: load the
 snapshot (with its tombstones), refuse a table rlcd cannot write (the protocol gate also
 covers ``vacuumProtocolCheck``, which asks exactly that of a vacuum), list the table in full
-mode, then record the run as Spark does: a ``VACUUM START`` commit, the deletes in batches of
-at most :data:`~rlcd.storage.base.DELETE_BATCH` keys, a ``VACUUM END`` commit (status
-``COMPLETED``, or ``FAILED`` when a delete failed, before the error is raised).
+mode, or in lite mode read every commit the log still holds for its change data files (as
+Spark's lite mode does: a checkpoint holds no ``cdc`` actions), then record the run as Spark
+does: a ``VACUUM START`` commit, the deletes in batches of at most
+:data:`~rlcd.storage.base.DELETE_BATCH` keys, a ``VACUUM END`` commit (status ``COMPLETED``, or
+``FAILED`` when a delete failed, before the error is raised).
 
 A failure midway leaves nothing inconsistent: every file deleted was unreferenced by every
 version inside the window, so a file is either still there or read by nobody. A run with
@@ -18,16 +20,17 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 import anyio
 import structlog
 
 from rlcd._tasks import gather
-from rlcd.delta.actions import Action, CommitInfo
-from rlcd.delta.load import load_snapshot, table_config
+from rlcd.delta.actions import Action, AddCdcFile, CommitInfo
+from rlcd.delta.load import list_log, load_snapshot, read_commit, table_config
+from rlcd.delta.log_path import LogKind
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, replay
 from rlcd.delta.transaction import Committed, Unknown, Winner, run_transaction
@@ -63,12 +66,14 @@ __all__ = (
 )
 
 VacuumMode = Literal["lite", "full"]
+T = TypeVar("T")
+R = TypeVar("R")
 
 _ISOLATION: Final = "SnapshotIsolation"
 """What Spark records for a commit that changes no data (its VACUUM commits)."""
 
-_HEAD_CONCURRENCY: Final = 16
-"""HEAD requests in flight at once when lite mode checks its candidates."""
+_CONCURRENCY: Final = 16
+"""Requests in flight at once when lite mode reads the commits and checks its candidates."""
 
 _log = structlog.get_logger(__name__)
 
@@ -132,14 +137,16 @@ def reclaimable_bytes(snapshot: Snapshot, *, now_ms: int) -> int:
     return sum(c.size for c in rules.reclaimable())
 
 
-def _rules(snapshot: Snapshot, now_ms: int, retention_ms: int) -> VacuumRules:
-    """Vacuum's rules for ``snapshot`` (its files, tombstones and change data files)."""
+def _rules(
+    snapshot: Snapshot, now_ms: int, retention_ms: int, cdc_files: Sequence[str] = ()
+) -> VacuumRules:
+    """Vacuum's rules for ``snapshot`` (its files and tombstones) and ``cdc_files``."""
     return VacuumRules.of(
         snapshot.table,
         partition_columns=snapshot.metadata.partition_columns,
         files=snapshot.files.values(),
         tombstones=snapshot.tombstones.values(),
-        cdc_files=snapshot.cdc_files,
+        cdc_files=cdc_files,
         now_ms=now_ms,
         retention_ms=retention_ms,
     )
@@ -175,7 +182,9 @@ async def vacuum_table(
     table_ms = table_retention_ms(snapshot)
     retention = table_ms if retain_ms is None else retain_ms
     warnings = _check_retention(store.root, retention, table_ms, allow_short_retention)
-    rules = _rules(snapshot, int(time.time() * 1000) if now_ms is None else now_ms, retention)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    cdc_files = await _cdc_files(store, snapshot.version) if mode == "lite" else ()
+    rules = _rules(snapshot, now, retention, cdc_files)
     if mode == "full":
         files = [
             Candidate(meta.key, meta.size)
@@ -214,33 +223,61 @@ async def vacuum_table(
     return report
 
 
+async def _each(items: Sequence[T], call: Callable[[T], Awaitable[R]]) -> list[R]:
+    """``call`` of each item, in order, at most :data:`_CONCURRENCY` at once (and at most
+    :data:`~rlcd.storage.base.DELETE_BATCH` tasks alive)."""
+    limiter = anyio.CapacityLimiter(_CONCURRENCY)
+
+    async def limited(item: T) -> R:
+        async with limiter:
+            return await call(item)
+
+    found: list[R] = []
+    for first in range(0, len(items), DELETE_BATCH):
+        found.extend(await gather(*(limited(i) for i in items[first : first + DELETE_BATCH])))
+    return found
+
+
+async def _cdc_files(store: ObjectStore, version: int) -> list[str]:
+    """The change data files named by the commits the log still holds, up to ``version``.
+
+    Spark's lite mode reads these commits, not only those after the checkpoint; their files
+    are judged by age like any other (:meth:`VacuumRules.listed`).
+    """
+    versions = [
+        p.version
+        for p in await list_log(store)
+        if p.kind is LogKind.COMMIT and p.version <= version
+    ]
+
+    async def named(version: int) -> list[str]:
+        actions = await read_commit(store, version, table=store.root)
+        return [a.path for a in actions if isinstance(a, AddCdcFile)]
+
+    return [path for paths in await _each(versions, named) for path in paths]
+
+
 async def _present(
     store: ObjectStore, rules: VacuumRules, candidates: Sequence[str]
 ) -> list[Candidate]:
     """The lite candidates still on storage, with their sizes, by a HEAD each (at most
-    :data:`_HEAD_CONCURRENCY` at once): a rerun does not report, nor record, files an earlier
+    :data:`_CONCURRENCY` at once): a rerun does not report, nor record, files an earlier
     run deleted, and a file written after the cutoff stays, as full mode's listing would
     judge it. Tombstones stay in the log until a checkpoint drops the expired ones, so until
     then each run heads them again."""
-    limiter = anyio.CapacityLimiter(_HEAD_CONCURRENCY)
 
     async def head(key: str) -> Candidate | None:
-        async with limiter:
-            try:
-                meta = await store.head(key)
-            except NotFoundError:
-                return None
+        try:
+            meta = await store.head(key)
+        except NotFoundError:
+            return None
         return (
             Candidate(meta.key, meta.size)
             if rules.listed(meta.key, meta.last_modified_ms)
             else None
         )
 
-    found: list[Candidate] = []
-    for first in range(0, len(candidates), DELETE_BATCH):  # bounds the tasks alive at once
-        heads = await gather(*(head(c) for c in candidates[first : first + DELETE_BATCH]))
-        found.extend(c for c in heads if c is not None)
-    return found
+    return [c for c in await _each(candidates, head) if c is not None]
 
 
 def _check_retention(table: str, retention: int, table_ms: int, allowed: bool) -> tuple[str, ...]:

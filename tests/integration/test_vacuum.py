@@ -220,15 +220,22 @@ async def test_a_failed_delete_is_recorded_and_leaves_a_readable_table(
     await judge(table, expected)
 
 
-async def test_change_data_files_go_in_both_modes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_change_data_files_go_in_both_modes(tmp_path: Path, checkpointed: bool) -> None:
     """A change-data-feed table's ``_change_data`` files that no version reads are listed by
-    lite mode (from the commits' ``cdc`` actions) and by full mode, as delta-rs lists them."""
+    lite mode (from the commits' ``cdc`` actions) and by full mode, as delta-rs lists them;
+    also when a checkpoint (which holds no ``cdc`` action) follows the commit naming them."""
     path = tmp_path / "cdf"
     for i in range(3):
         config = {"delta.enableChangeDataFeed": "true"} if i == 0 else None
         ids = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64())})
         deltalake.write_deltalake(str(path), ids, mode="append", configuration=config)
     deltalake.DeltaTable(str(path)).delete("id < 5")
+    if checkpointed:
+        ids = pa.table({"id": pa.array([100], pa.int64())})
+        deltalake.write_deltalake(str(path), ids, mode="append")
+        deltalake.DeltaTable(str(path)).create_checkpoint()
+        deltalake.write_deltalake(str(path), ids, mode="append")
     theirs = deltalake.DeltaTable(str(path)).vacuum(
         dry_run=True, retention_hours=0, enforce_retention_duration=False, full=True
     )

@@ -280,4 +280,3 @@ def test_replay_keeps_tombstones_until_the_key_is_added_again() -> None:
         ("a.parquet", None): 9,
     }
     assert list(snap.files) == ["b.parquet"]
-    assert snap.cdc_files == {"_change_data/c.parquet"}
