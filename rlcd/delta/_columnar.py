@@ -88,10 +88,17 @@ _ADD_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("default_row_commit_version", "defaultRowCommitVersion", pa.int64()),
     ("clustering_provider", "clusteringProvider", pa.string()),
 )
+# those of a remove that checkpoints keep (delta-protocol.md: no ``stats``, no ``tags``)
 _TOMBSTONE_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("path", "path", pa.string()),
     ("deletion_timestamp", "deletionTimestamp", pa.int64()),
+    ("data_change", "dataChange", pa.bool_()),
+    ("extended_file_metadata", "extendedFileMetadata", pa.bool_()),
+    ("partition_values", "partitionValues", _STRING_MAP),
+    ("size", "size", pa.int64()),
     ("deletion_vector", "deletionVector", _DV_TYPE),
+    ("base_row_id", "baseRowId", pa.int64()),
+    ("default_row_commit_version", "defaultRowCommitVersion", pa.int64()),
 )
 _DERIVED = (("num_records", pa.int64()), ("dv_unique_id", pa.string()))
 
@@ -99,7 +106,7 @@ ADD_SCHEMA = pa.schema([(name, typ) for name, _, typ in _ADD_FIELDS] + list(_DER
 """The live adds: the add's fields (snake_case), then ``num_records`` (from the stats) and
 ``dv_unique_id`` (half the replay key; null without a DV)."""
 TOMBSTONE_SCHEMA = pa.schema([(name, typ) for name, _, typ in _TOMBSTONE_FIELDS])
-"""The tombstones: what VACUUM needs of a remove."""
+"""The tombstones: what VACUUM and the next checkpoint need of a remove."""
 
 _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata")
 _NUM_RECORDS = r'^\{"numRecords":(?P<n>0|[1-9][0-9]{0,17})[,}]'
@@ -437,4 +444,6 @@ def _tombstone_json(row: dict[str, Any]) -> dict[str, Any]:
     out = {src: row[name] for name, src, _ in _TOMBSTONE_FIELDS if row[name] is not None}
     if "deletionVector" in out:
         out["deletionVector"] = {k: v for k, v in out["deletionVector"].items() if v is not None}
+    if "partitionValues" in out:  # a map column reads back as (key, value) pairs
+        out["partitionValues"] = dict(out["partitionValues"])
     return out

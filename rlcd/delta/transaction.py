@@ -37,7 +37,7 @@ from rlcd.delta.load import read_commit, read_commits_after
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, replay
 from rlcd.delta.write import write_commit
-from rlcd.errors import StorageError
+from rlcd.errors import ConcurrentModificationError, StorageError
 from rlcd.storage.base import ObjectStore, Written
 from rlcd.storage.retry import RetryPolicy, backoff_delay
 
@@ -102,6 +102,18 @@ class TransactionResult(Generic[S]):
     state: S
     attempts: int
     snapshot: Snapshot
+
+    def version(self, failed: str) -> int:
+        """The version committed; else the store's error (outcome unknown), or, for an
+        abort, a :class:`ConcurrentModificationError` saying ``failed: <abort>``."""
+        outcome = self.outcome
+        if isinstance(outcome, Unknown):
+            raise outcome.error
+        if isinstance(outcome, Abort):
+            raise ConcurrentModificationError(
+                f"{failed}: {outcome}", table=self.snapshot.table, version=self.snapshot.version
+            )
+        return outcome.version
 
 
 async def attempt_commit(

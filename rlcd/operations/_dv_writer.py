@@ -43,10 +43,9 @@ from rlcd.delta.load import read_deletion_vector, table_config
 from rlcd.delta.names import dv_file_name
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, canonical_path
-from rlcd.delta.transaction import Committed, Unknown, Winner, discard_files, run_transaction
+from rlcd.delta.transaction import Winner, discard_files, run_transaction
 from rlcd.delta.write import make_commit_info
 from rlcd.errors import (
-    ConcurrentModificationError,
     InternalError,
     RlcdError,
     TableError,
@@ -443,22 +442,14 @@ async def delete_rows(
         txn_id=str(uuid.uuid4()),
         max_attempts=max_attempts,
     )
-    outcome = result.outcome
-    if isinstance(outcome, Unknown):
-        raise outcome.error
-    if isinstance(outcome, Abort):
+    if isinstance(result.outcome, Abort):
         await discard_files(store, [result.state.dv_key], what="dv_file")
-        raise ConcurrentModificationError(
-            f"another writer's commit conflicts: {outcome}",
-            table=store.root,
-            version=result.snapshot.version,
-        )
-    assert isinstance(outcome, Committed)
+    version = result.version("another writer's commit conflicts")
     log.info(
         "rows_deleted",
         table=store.root,
-        version=outcome.version,
+        version=version,
         files=len(result.state.files),
         attempts=result.attempts,
     )
-    return outcome.version
+    return version

@@ -22,9 +22,9 @@ from rlcd.delta.load import load_snapshot, table_config
 from rlcd.delta.outcome import Abort
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot
-from rlcd.delta.transaction import Committed, Unknown, Winner, run_transaction
+from rlcd.delta.transaction import Winner, run_transaction
 from rlcd.delta.write import make_commit_info
-from rlcd.errors import ConcurrentModificationError, ConfigError
+from rlcd.errors import ConfigError
 from rlcd.storage.base import ObjectStore
 
 __all__ = ("DV_PROPERTY", "READER_WARNING", "DvUpgrade", "upgraded_protocol", "enable_dv")
@@ -147,14 +147,4 @@ async def enable_dv(
     result = await run_transaction(
         store, snapshot, plan, build=build, rebase=rebase, txn_id=str(uuid.uuid4())
     )
-    outcome = result.outcome
-    if isinstance(outcome, Unknown):
-        raise outcome.error
-    if isinstance(outcome, Abort):
-        raise ConcurrentModificationError(
-            f"another writer's commit conflicts: {outcome}",
-            table=store.root,
-            version=result.snapshot.version,
-        )
-    assert isinstance(outcome, Committed)
-    return replace(plan, version=outcome.version)
+    return replace(plan, version=result.version("another writer's commit conflicts"))

@@ -33,10 +33,9 @@ from rlcd.delta.load import list_log, load_snapshot, read_commit, table_config
 from rlcd.delta.log_path import LogKind
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, replay
-from rlcd.delta.transaction import Committed, Unknown, Winner, run_transaction
+from rlcd.delta.transaction import Winner, run_transaction
 from rlcd.delta.write import make_commit_info
 from rlcd.errors import (
-    ConcurrentModificationError,
     ConfigError,
     CorruptLogError,
     NotFoundError,
@@ -392,15 +391,6 @@ async def _record(
     result = await run_transaction(
         store, snapshot, nothing, build=build, rebase=rebase, txn_id=str(uuid.uuid4())
     )
-    outcome = result.outcome
-    if isinstance(outcome, Unknown):
-        raise outcome.error
-    if isinstance(outcome, Abort):
-        raise ConcurrentModificationError(
-            f"{operation} did not commit: {outcome}",
-            table=store.root,
-            version=result.snapshot.version,
-        )
-    assert isinstance(outcome, Committed)
-    after = replay(store.root, [(outcome.version, result.state)], base=result.snapshot)
-    return outcome.version, after
+    version = result.version(f"{operation} did not commit")
+    after = replay(store.root, [(version, result.state)], base=result.snapshot)
+    return version, after

@@ -6,6 +6,7 @@ Pure: checkpoints are Arrow tables built in memory in the shape a Parquet checkp
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ from rlcd.delta._columnar import (
     file_actions_of,
     needs_stats_parsed,
     projection,
+    remove_files,
     replay_files,
 )
 from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
@@ -66,6 +68,7 @@ CHECKPOINT = pa.schema(
                     ("path", pa.string()),
                     ("deletionTimestamp", pa.int64()),
                     ("dataChange", pa.bool_()),
+                    ("tags", _MAP),
                     ("deletionVector", _DV),
                 ]
             ),
@@ -259,12 +262,14 @@ def test_stats_parsed_alone_gives_the_stats_text() -> None:
 
 
 def test_projection_reads_only_what_replay_keeps() -> None:
-    """Stats structs and the remove's other fields are not read; absent fields not asked for."""
+    """Stats structs and the remove's tags are not read (checkpoints keep none); absent fields
+    (the remove's size here) are not asked for."""
     columns = projection(CHECKPOINT)
     assert "add.stats_parsed.numRecords" in columns
     assert "add.stats_parsed" not in columns
-    assert "remove.dataChange" not in columns
-    assert "add.baseRowId" not in columns
+    assert "remove.dataChange" in columns
+    assert "remove.tags" not in columns
+    assert "add.baseRowId" not in columns and "remove.size" not in columns
     assert {"add.path", "add.deletionVector", "remove.deletionVector"} <= set(columns)
 
 
@@ -273,6 +278,26 @@ def test_a_later_checkpoint_row_of_a_path_wins() -> None:
     first, second = _add("a", 0, 1), _add("a", 1, 2)
     adds, _ = replay_files([checkpoint_file_actions(_checkpoint([first, second]))], [])
     assert add_files(adds) == [second]
+
+
+def test_a_tombstone_keeps_what_a_checkpoint_writes_of_it() -> None:
+    """A commit's remove, as a tombstone, keeps every field a checkpoint writes (its size, for
+    vacuum's reclaimable bytes; its partition values), and drops its stats and tags."""
+    remove = RemoveFile(
+        path="p=1/a",
+        deletion_timestamp=5,
+        data_change=False,
+        extended_file_metadata=True,
+        partition_values={"p": "1"},
+        size=123,
+        stats='{"numRecords":3}',
+        tags={"compactedInto": "b"},
+        deletion_vector=DVS[1],
+        base_row_id=7,
+        default_row_commit_version=2,
+    )
+    _, tombstones = replay_files([], [(1, [remove])])
+    assert remove_files(tombstones) == [dataclasses.replace(remove, stats=None, tags=None)]
 
 
 def test_no_checkpoint_and_no_commits_is_empty() -> None:
