@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".rlcd-installed"
+FIXTURES = Path(os.environ.get("RLCD_FIXTURES", ROOT.parent / "shared" / "fixtures" / "delta"))
+"""The Delta fixture tables the tests read (tests/conftest.py looks in the same place)."""
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 EXTRAS = {"demo": ("demo",), "test": ("demo", "test", "spark")}
 """The extras each command needs: the demo never pulls in the test tools or Spark (~1.4 GB)."""
@@ -61,6 +63,13 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
+    if command == "test" and not FIXTURES.is_dir():
+        print(
+            f"bootstrap: the tests read the project's Delta fixture tables, and {FIXTURES} is not "
+            "a folder: set RLCD_FIXTURES to the shared/fixtures/delta folder",
+            file=sys.stderr,
+        )
+        return 2
     python = _ensure_venv(command)
     if command == "demo":
         return subprocess.run([str(python), "-m", "rlcd", "demo", *rest], cwd=ROOT).returncode
@@ -71,6 +80,8 @@ def main(argv: list[str]) -> int:
         code = subprocess.run([*pytest, *run], cwd=ROOT).returncode
         if code:
             return code
+    if not rest:
+        print("bootstrap: the main suite and the Spark tier passed")
     return 0
 
 
