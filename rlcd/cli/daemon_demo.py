@@ -3,9 +3,11 @@ generated tables with many small files (one with deletion vectors, one partition
 generated config, the daemon as a subprocess and a concurrent writer (appends through
 ``deltalake``, deletes through rlcd's DV writer) while it runs. It prints each table before and
 after (files, bytes, rows), the writer's DV deletes next to the bins the daemon committed,
-reconciled and aborted, checks every table's rows with ``deltalake`` against what the writer
-left, and stops everything. The config, the daemon's log and a copy of each table as it ends
-stay in one folder (moto's S3 is gone when the demo ends), which the last line names.
+reconciled and aborted, the storage each table takes before and after a vacuum that keeps no
+old version (the sources compaction replaced are deleted), checks every table's rows with
+``deltalake`` against what the writer left, and stops everything. The config, the daemon's log
+and a copy of each table as it ends stay in one folder (moto's S3 is gone when the demo ends),
+which the last line names.
 
 It needs the demo extra (moto's server, deltalake), which ``bootstrap.py demo`` installs. The
 writer, :class:`Workload`, is also what the daemon's end-to-end tests run against it.
@@ -42,6 +44,7 @@ from rlcd.delta.load import load_snapshot, read_deletion_vector
 from rlcd.delta.partitions import object_key
 from rlcd.errors import ConcurrentModificationError
 from rlcd.operations.delete import delete_rows
+from rlcd.operations.vacuum import vacuum_table
 from rlcd.reconcile.classify import SOURCE_COMPACTED
 from rlcd.storage import S3Client, S3Config, open_store
 
@@ -280,6 +283,10 @@ class DaemonProcess:
         self._out.close()
 
 
+def _objects(objects: int, size: int) -> str:
+    return f"{count(objects, 'object')}, {size / 1024:.1f} KiB"
+
+
 def _table_line(name: str, files: int, size: int, live: int) -> str:
     return f"{name:<8} {files:>6} files {size / 1024:>9.1f} KiB {live:>7} rows"
 
@@ -290,6 +297,21 @@ async def _describe(w: Workload, spec: TableSpec) -> tuple[int, int, int]:
     files = snapshot.files.values()
     live = sum((a.num_records or 0) - a.deleted_rows for a in files)
     return len(snapshot.files), sum(a.size for a in files), live
+
+
+async def _storage(w: Workload, spec: TableSpec) -> tuple[int, int]:
+    """The objects under the table's root and their bytes: what the bucket bills."""
+    async with open_store(w.uri(spec), s3=w.s3) as store:
+        sizes = [meta.size async for meta in store.list("")]
+    return len(sizes), sum(sizes)
+
+
+async def _vacuum(w: Workload, spec: TableSpec) -> int:
+    """``rlcd vacuum --retain 0h --force-short-retention`` of the table, safe here only
+    because no writer and no reader is left; the files it deleted."""
+    async with open_store(w.uri(spec), s3=w.s3) as store:
+        report = await vacuum_table(store, retain_ms=0, allow_short_retention=True)
+    return report.deleted
 
 
 async def wait_converged(w: Workload, config: Path, *, within_s: float) -> bool:
@@ -439,6 +461,9 @@ async def run_daemon_demo(
         )
         for spec in w.specs:
             n, size, live = await _describe(w, spec)
+            stored = await _storage(w, spec)
+            deleted = await _vacuum(w, spec)
+            vacuumed = await _storage(w, spec)
             mine = [e for e in events if str(e.get("table", "")).endswith("/" + spec.name)]
             runs = sum(e.get("event") == "compaction_finished" for e in mine)
             bins = bin_outcomes((e for e in mine if e.get("event") in _BIN_EVENTS), always=_SHOWN)
@@ -448,6 +473,10 @@ async def run_daemon_demo(
             out.write(f"{spec.name}\n")
             out.write("  before  " + _table_line(spec.name, *before[spec.name]) + "\n")
             out.write("  after   " + _table_line(spec.name, n, size, live) + "\n")
+            out.write(
+                f"  storage {_objects(*stored)}; after a vacuum with retention 0 "
+                f"({count(deleted, 'file')} deleted) {_objects(*vacuumed)}\n"
+            )
             out.write(f"  writer  {count(raced[spec.name], 'DV delete')} while the daemon ran\n")
             out.write(f"  daemon  {count(runs, 'run')}, bins: {bins}\n")
             verdict = "rows as written" if same else "ROWS DIFFER"
@@ -458,7 +487,10 @@ async def run_daemon_demo(
                     out.write(f"  daemon: {json.dumps(e)}\n")
     out.write(
         "(rows grow by the writer's appends and shrink by its deletes; a bin that lost its commit "
-        "race to a delete is reconciled (remap, mask) or aborted, never wrong)\n"
+        "race to a delete is reconciled (remap, mask) or aborted, never wrong; the vacuum, as "
+        "`rlcd vacuum --retain 0h --force-short-retention`, deletes what compaction replaced: "
+        "safe here only because nothing reads or writes the tables any more, the daemon keeps "
+        "each table's own retention, 7 days by default)\n"
     )
     out.write(f"\n{'all tables compacted and correct' if ok else 'DEMO FAILED'}\n")
     out.write(

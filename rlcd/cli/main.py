@@ -53,7 +53,14 @@ __all__ = ("main", "run")
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _REPORTED_EVENTS = frozenset(
-    {"bin_failed", "bin_aborted", "orphans_removed", "orphans_found", "cleanup_skipped"}
+    {
+        "bin_failed",
+        "bin_aborted",
+        "orphans_removed",
+        "orphans_found",
+        "cleanup_skipped",
+        "vacuum_short_retention",
+    }
 )
 """Log events the printed report states already: not logged again for people."""
 

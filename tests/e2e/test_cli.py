@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,12 @@ def test_daemon_demo_keeps_its_files_in_the_folder_it_names(tmp_path: Path) -> N
     assert result.stdout.count("DV deletes while the daemon ran\n") >= 2  # events, clicks: 0
     assert result.stdout.count(" reconciled by remap") == 3
     assert result.stdout.count(" aborted") >= 3
+    storage = re.findall(
+        r"storage (\d+) objects, .*\((\d+) files? deleted\) (\d+) objects", result.stdout
+    )
+    assert len(storage) == 3 and all(int(a) > int(b) > 0 for a, _, b in storage), result.stdout
+    assert all(int(deleted) > 0 for _, deleted, _ in storage), result.stdout
+    assert '"event"' not in result.stdout  # the vacuum's short-retention warning is in the text
 
 
 def test_demo_never_deletes_what_it_did_not_make(tmp_path: Path) -> None:
