@@ -162,7 +162,12 @@ def _print_status(
     print(f"  quarantined files: {len(health.quarantined) or 'none'}", file=out)
     for q in health.quarantined:
         dv = f" (DV {q.dv})" if q.dv else ""
-        print(f"    {q.path}{dv}: {q.failures} failed reads, last at {_when(q.since)}", file=out)
+        until = "a reload" if q.until is None else _when(q.until)
+        print(
+            f"    {q.path}{dv}: {q.failures} failed reads, quarantined since {_when(q.since)} "
+            f"until {until}",
+            file=out,
+        )
         print(f"      {q.error}", file=out)
 
 

@@ -200,10 +200,11 @@ class TablePolicy:
       race rlcd on fresh files): pass it to ``compact_table(min_file_age_ms=...)``.
     * ``enabled = false`` keeps the table watched but never compacted.
     * A source that fails to read in ``quarantine_after`` runs is quarantined: left out of
-      later bins, never changed (:class:`~rlcd.daemon.schedule.Quarantine`).
+      later bins, never changed (:class:`~rlcd.daemon.schedule.Quarantine`), for
+      ``quarantine_for_s`` (None: until a reload).
 
     Invariants: those of :class:`CompactionPolicy` (checked by building it), counts >= 1,
-    durations >= 0.
+    durations >= 0 (``quarantine_for_s`` > 0 or None).
     """
 
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
@@ -221,6 +222,7 @@ class TablePolicy:
     max_masked_ratio: float = 0.5
     enabled: bool = True
     quarantine_after: int = 3
+    quarantine_for_s: float | None = 86400.0
     compaction: CompactionPolicy = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -232,6 +234,11 @@ class TablePolicy:
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be a duration >= 0, got {value!r}")
+        held = self.quarantine_for_s
+        if held is not None and not (
+            isinstance(held, int | float) and math.isfinite(held) and held > 0
+        ):
+            raise ConfigError(f"quarantine_for must be a duration > 0 or None, got {held!r}")
         policy = CompactionPolicy(
             target_file_size=self.target_file_size,
             min_file_size=self.min_file_size,
@@ -450,6 +457,17 @@ def _duration(*, positive: bool = False) -> _Parse:
     return parse
 
 
+def _lasting(value: object) -> object:
+    """A duration, or ``"none"`` (or 0): until a reload, which :class:`TablePolicy` spells
+    None."""
+    if value == "none":
+        return None
+    try:
+        return _duration()(value) or None
+    except _Invalid as exc:
+        raise _Invalid(f'{exc}; "none" keeps a file until a reload') from exc
+
+
 def _count(*, minimum: int, maximum: int | None = None) -> _Parse:
     def parse(value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -572,6 +590,7 @@ _POLICY: Final = (
     _Key("max_masked_ratio", "max_masked_ratio", _ratio),
     _Key("enabled", "enabled", _boolean),
     _Key("quarantine_after", "quarantine_after", _count(minimum=1)),
+    _Key("quarantine_for", "quarantine_for_s", _lasting),
 )
 # ``uri`` and ``prefix`` are listed to be known; _Reader.uri reads them (relative paths).
 _TABLE: Final = (_Key("uri", "uri", lambda v: v),)
@@ -909,7 +928,12 @@ def _describe(policy: TablePolicy) -> str:
         f"{c.encodings} encodings, rewrite {c.rewrite} (copy row groups from "
         f"{_bytes(c.min_copy_row_group)}{', recompressed' if c.recompress else ''}), "
         f"mask up to {c.max_masked_ratio:g}, "
-        f"quarantine a source after {policy.quarantine_after} failed reads"
+        f"quarantine a source after {policy.quarantine_after} failed reads "
+        + (
+            "until a reload"
+            if policy.quarantine_for_s is None
+            else f"for {_seconds(policy.quarantine_for_s)}"
+        )
     )
 
 

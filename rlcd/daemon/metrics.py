@@ -90,14 +90,16 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class QuarantinedFile:
-    """A source left out of bins after ``failures`` failed reads (the last at ``since``, Unix
-    seconds, with ``error``); ``dv`` is its deletion vector's unique id."""
+    """A source left out of bins after ``failures`` failed reads (the last with ``error``),
+    from ``since`` until ``until`` (Unix seconds; None: until a reload); ``dv`` is its
+    deletion vector's unique id."""
 
     path: str
     dv: str | None
     failures: int
     error: str
     since: float
+    until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

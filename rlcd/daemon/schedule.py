@@ -25,7 +25,9 @@ did; the schedule answers which tables to start. Per table it keeps a frozen
   failures it is quarantined: the planner leaves it out, so its partition's healthy files are
   compacted again, without waiting out the backoff its failures caused
   (:meth:`Schedule.retry`). It stays until released, or until it leaves the table (removed
-  by DML or another compaction: then its key is no longer live).
+  by DML or another compaction: then its key is no longer live). Released ``quarantine_for``
+  after it was quarantined (:meth:`Quarantine.expire`), it keeps its count: its next failure
+  quarantines it again at once, so a file that stays bad costs one failed bin per period.
 """
 
 from __future__ import annotations
@@ -296,12 +298,23 @@ SourceKey = tuple[str, str | None]
 @dataclass(frozen=True, slots=True)
 class Suspect:
     """A source that failed to read ``failures`` times (>= 1), last at ``last_failed_s`` (Unix
-    seconds) with ``error``; ``quarantined`` once the failures reached the table's limit."""
+    seconds) with ``error``; quarantined since ``quarantined_s`` (None: not quarantined) once
+    the failures reached the table's limit."""
 
     failures: int
     error: str
     last_failed_s: float
-    quarantined: bool = False
+    quarantined_s: float | None = None
+
+    @property
+    def quarantined(self) -> bool:
+        return self.quarantined_s is not None
+
+    def release_at(self, quarantine_for_s: float | None) -> float | None:
+        """When its quarantine ends by itself (None: not quarantined, or only a reload ends it)."""
+        if self.quarantined_s is None or quarantine_for_s is None:
+            return None
+        return self.quarantined_s + quarantine_for_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,10 +332,33 @@ class Quarantine:
             raise ValueError(f"quarantine_after must be >= 1, got {after}")
         old = self.suspects.get(key)
         failures = 1 if old is None else old.failures + 1
-        was = old is not None and old.quarantined
-        suspect = Suspect(failures, error, now_s, quarantined=was or failures >= after)
+        since = old.quarantined_s if old is not None else None
+        if since is None and failures >= after:
+            since = now_s
+        suspect = Suspect(failures, error, now_s, quarantined_s=since)
         new = Quarantine(MappingProxyType({**self.suspects, key: suspect}))
-        return new, suspect.quarantined and not was
+        return new, suspect.quarantined and (old is None or not old.quarantined)
+
+    def expire(
+        self, quarantine_for_s: float | None, *, now_s: float
+    ) -> tuple[Quarantine, frozenset[SourceKey]]:
+        """Release the sources quarantined ``quarantine_for_s`` ago or longer (None: none, a
+        reload releases them). A released source keeps its failures, so one more failure
+        quarantines it again. Returns the new quarantine and the keys released."""
+        if quarantine_for_s is not None and not quarantine_for_s > 0:
+            raise ValueError(f"quarantine_for must be > 0 or None, got {quarantine_for_s}")
+        released = frozenset(
+            k
+            for k, s in self.suspects.items()
+            if (at := s.release_at(quarantine_for_s)) is not None and at <= now_s
+        )
+        if not released:
+            return self, released
+        suspects = {
+            k: replace(s, quarantined_s=None) if k in released else s
+            for k, s in self.suspects.items()
+        }
+        return Quarantine(MappingProxyType(suspects)), released
 
     @property
     def excluded(self) -> frozenset[SourceKey]:

@@ -27,9 +27,10 @@ the others carry on.
   against that source (:class:`~rlcd.daemon.schedule.Quarantine`); at the policy's
   ``quarantine_after``-th it is quarantined (one ``source_quarantined`` event,
   ``rlcd_quarantined_files``, ``/healthz``) and left out of later plans, so its partition's
-  healthy files are compacted again. The file is never changed. Held in memory: a restart or
-  a reload (SIGHUP) releases every table's quarantine, and a file that leaves the table (DML,
-  another compaction) leaves it.
+  healthy files are compacted again. The file is never changed. The policy's
+  ``quarantine_for`` after it was quarantined, a poll releases it (tried once more). Held in
+  memory: a restart or a reload (SIGHUP) releases every table's quarantine, and a file that
+  leaves the table (DML, another compaction) leaves it.
 - **History**: the last :data:`HISTORY` runs of each table (``/healthz``, ``rlcd status``).
 """
 
@@ -326,12 +327,19 @@ class Supervisor:
                     last_run=t.last_run,
                     history=tuple(t.history),
                     quarantined=tuple(
-                        QuarantinedFile(path, dv, q.failures, q.error, q.last_failed_s)
+                        QuarantinedFile(
+                            path,
+                            dv,
+                            q.failures,
+                            q.error,
+                            q.quarantined_s,
+                            q.release_at(t.policy.quarantine_for_s),
+                        )
                         for (path, dv), q in sorted(
                             t.quarantine.suspects.items(),
                             key=lambda item: (item[0][0], item[0][1] or ""),
                         )
-                        if q.quarantined
+                        if q.quarantined_s is not None
                     ),
                 )
             )
@@ -527,6 +535,7 @@ class Supervisor:
             try:
                 poll = await t.watch.poll()
                 now_ms = self._wall_ms()
+                self._expire(t, now_ms / 1000)
                 await self._measure(t, poll.snapshot, now_ms, changed=poll.changed)
                 stale = t.replan_at_ms is not None and now_ms >= t.replan_at_ms
                 if not (poll.changed or stale):
@@ -726,8 +735,16 @@ class Supervisor:
         """Release every quarantined source of ``t`` (and forget its suspects' failures)."""
         released = len(t.quarantine.excluded)
         if released:
-            log.info("quarantine_released", table=t.name, files=released)
+            log.info("quarantine_released", table=t.name, files=released, reason="reload")
         self._set_quarantine(t, Quarantine())
+
+    def _expire(self, t: _Table, now_s: float) -> None:
+        """Release the sources of ``t`` quarantined ``quarantine_for`` ago (before planning:
+        a change replans the table)."""
+        quarantine, released = t.quarantine.expire(t.policy.quarantine_for_s, now_s=now_s)
+        if released:
+            log.info("quarantine_released", table=t.name, files=len(released), reason="expired")
+            self._set_quarantine(t, quarantine)
 
     def _set_quarantine(self, t: _Table, quarantine: Quarantine) -> None:
         """Take ``quarantine``; when what is left out changed, plan the table again."""

@@ -118,7 +118,7 @@ async def test_a_corrupt_source_is_quarantined_and_its_partition_compacted(
 
         status = rlcd_cli("status", "--config", "rlcd.toml", cwd=tmp_path)
         assert "quarantined files: 1" in status.stdout, status.stdout + status.stderr
-        assert f"    {bad}: 2 failed reads, last at " in status.stdout
+        assert f"    {bad}: 2 failed reads, quarantined since " in status.stdout
         assert "daemon's last 3 runs, newest first:" in status.stdout
         runs = status.stdout.split("newest first:")[1].splitlines()[1:4]
         assert "committed: 1 of 1 bins, 4 files -> 1, 0 reconciled" in runs[0]

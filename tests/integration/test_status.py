@@ -101,8 +101,8 @@ async def test_the_last_error_comes_from_the_running_daemon(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each table's line shows the last error, the last run (its bins one a line), the recent
-    runs and the quarantined files the daemon's /healthz reports for it ("none" for a table
-    without them)."""
+    runs and the quarantined files (since and until when, or a reload) the daemon's /healthz
+    reports for it ("none" for a table without them)."""
     async with anyio.create_task_group() as tg:
         health = Health("ok", {})
         _, port = await tg.start(serve_metrics, Metrics(), lambda: health, ("127.0.0.1", 0))
@@ -119,7 +119,10 @@ async def test_the_last_error_comes_from_the_running_daemon(
                         RunRecord(0.0, "failed", error="access denied"),
                         RunRecord(60.0, "committed", 2, 2, 7, 2, 1),
                     ),
-                    quarantined=(QuarantinedFile("p=a/bad.parquet", "u1", 3, "truncated", 30.0),),
+                    quarantined=(
+                        QuarantinedFile("p=a/bad.parquet", "u1", 3, "truncated", 30.0, 90.0),
+                        QuarantinedFile("p=b/bad.parquet", None, 2, "missing", 40.0),
+                    ),
                 ),
             },
         )
@@ -131,15 +134,19 @@ async def test_the_last_error_comes_from_the_running_daemon(
         "daemon's last run: none since the daemon started",
         "quarantined files: none",
     ]
-    assert blocks[fine][-10:] == [
+    assert blocks[fine][-12:] == [
         "last error: none",
         f"daemon's last run: {LAST_RUN[0]}",
         *LAST_RUN[1:],
         "daemon's last 2 runs, newest first:",
         "1970-01-01T00:01:00+00:00 committed: 2 of 2 bins, 7 files -> 2, 1 reconciled",
         "1970-01-01T00:00:00+00:00 failed: access denied",
-        "quarantined files: 1",
-        "p=a/bad.parquet (DV u1): 3 failed reads, last at 1970-01-01T00:00:30+00:00",
+        "quarantined files: 2",
+        "p=a/bad.parquet (DV u1): 3 failed reads, quarantined since 1970-01-01T00:00:30+00:00 "
+        "until 1970-01-01T00:01:30+00:00",
         "truncated",
+        "p=b/bad.parquet: 2 failed reads, quarantined since 1970-01-01T00:00:40+00:00 "
+        "until a reload",
+        "missing",
     ]
     assert set(blocks) == {failing, fine}

@@ -1,6 +1,7 @@
 """The supervisor in process on local tables: a failing table is reported and backs off
 without stopping the others; a run honours the shared limits; a bin's duration is its own; a
-run superseded by another compaction is no failure; a table another run leases is skipped."""
+run superseded by another compaction is no failure; a table another run leases is skipped; a
+quarantined source is released after its period."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import deltalake
+import pyarrow.parquet as pq
 import pytest
 from structlog.testing import capture_logs
 
@@ -16,6 +19,7 @@ from rlcd.compaction.compact import compact_table
 from rlcd.compaction.lease import LeaseHold, take_lease
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.daemon.config import parse_settings
+from rlcd.daemon.metrics import QuarantinedFile
 from rlcd.daemon.supervise import Limits, Supervisor
 from rlcd.storage import LocalStore
 from rlcd.storage.uri import TableUri
@@ -312,3 +316,87 @@ async def test_metrics_show_footprint_reclaimable_bytes_success_and_failures(
     assert value("rlcd_table_consecutive_failures", corrupt) == 1  # backing off: polled once
     assert value("rlcd_table_last_success_timestamp_seconds", corrupt) == 1_000
     assert value("rlcd_table_live_files", corrupt) is None
+
+
+QUARANTINE = """
+[daemon]
+poll_interval = "100ms"
+[metrics]
+listen = ""
+[policy]
+min_small_files = 2
+min_interval = "0s"
+min_file_age = "0s"
+quarantine_after = 2
+quarantine_for = "1h"
+[[table]]
+uri = "tables/t"
+"""
+
+
+async def test_a_quarantined_source_is_released_after_its_period(tmp_path: Path) -> None:
+    """Two failed runs quarantine a truncated source and the healthy ones are compacted; it is
+    still left out 3599 s (wall clock) later, released by the poll at 3600 s and tried once
+    more in its partition's next bin: that one failed read quarantines it again, for another
+    hour, and the rest is compacted. The file's bytes never change; no healthy row is lost."""
+    path = tmp_path / "tables" / "t"
+    for i in range(5):
+        append(path, batch(i * 10, 10))
+    commit = (path / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
+    bad = next(a["add"]["path"] for a in map(json.loads, commit) if "add" in a)
+    bad_bytes = (path / bad).read_bytes()[: (path / bad).stat().st_size // 2]
+    (path / bad).write_bytes(bad_bytes)
+    settings = parse_settings(QUARANTINE, source="test.toml", base_dir=str(tmp_path))
+    mono, wall = [0.0], [1_800_000_000_000]
+    supervisor = Supervisor(
+        settings,
+        store_for=lambda uri: LocalStore(uri.prefix),
+        limits=Limits.of(settings),
+        clock=lambda: mono[0],
+        wall_ms=lambda: wall[0],
+    )
+
+    async def run_at(wall_s: float) -> None:
+        mono[0] += 1000.0  # past any backoff
+        wall[0] = 1_800_000_000_000 + int(wall_s * 1000)
+        await supervisor.run(once=True)
+
+    def quarantined() -> tuple[QuarantinedFile, ...]:
+        (status,) = supervisor.status()
+        return status.quarantined
+
+    with capture_logs() as logs:
+        await run_at(0)  # the first failed read
+        await run_at(60)  # the second: quarantined, then the healthy files are compacted
+        assert live_files(path) == 2
+        (q,) = quarantined()
+        assert (q.path, q.failures, q.since, q.until) == (bad, 2, 1_800_000_060, 1_800_003_660)
+        await run_at(60 + 3599)
+        assert [f.path for f in quarantined()] == [bad]
+        assert not [e for e in logs if e["event"] == "quarantine_released"]
+        for i in range(5, 7):  # with these the partition makes a bin again (the output is settled)
+            append(path, batch(i * 10, 10))
+        await run_at(60 + 3600)  # released, tried once more, quarantined again at once
+    (q,) = quarantined()
+    assert (q.failures, q.since, q.until) == (3, 1_800_003_660, 1_800_007_260)
+    (released,) = (e for e in logs if e["event"] == "quarantine_released")
+    assert (released["files"], released["reason"]) == (1, "expired")
+    events = [e for e in logs if e["event"] in {"bin_failed", "source_quarantined"}]
+    assert [(e["event"], e.get("failures")) for e in events] == [
+        ("bin_failed", None),
+        ("bin_failed", None),
+        ("source_quarantined", 2),
+        ("bin_failed", None),
+        ("source_quarantined", 3),
+    ]
+    assert (path / bad).read_bytes() == bad_bytes
+    ids = sorted(
+        i
+        for uri in deltalake.DeltaTable(str(path)).file_uris()
+        if not uri.endswith(bad)
+        for i in pq.read_table(uri.removeprefix("file://"), columns=["id"])["id"].to_pylist()
+    )
+    assert ids == [*range(20), *range(30, 70)] and live_files(path) == 2
+    registry = supervisor.metrics.registry
+    table = str(TableUri.parse(str(path)))
+    assert registry.get_sample_value("rlcd_quarantined_files", {"table": table}) == 1

@@ -98,6 +98,11 @@ def test_an_empty_file_is_every_default() -> None:
         ('[policy]\ncodec = "snappy"', lambda s: s.policy.codec, "snappy"),
         ("[policy]\nenabled = false", lambda s: s.policy.enabled, False),
         ("[policy]\nquarantine_after = 5", lambda s: s.policy.quarantine_after, 5),
+        ("", lambda s: s.policy.quarantine_for_s, 86400.0),
+        ('[policy]\nquarantine_for = "2h"', lambda s: s.policy.quarantine_for_s, 7200.0),
+        ('[policy]\nquarantine_for = "none"', lambda s: s.policy.quarantine_for_s, None),
+        ("[policy]\nquarantine_for = 0", lambda s: s.policy.quarantine_for_s, None),
+        ('[policy]\nquarantine_for = "0"', lambda s: s.policy.quarantine_for_s, None),
     ],
 )
 def test_every_section_key_is_read(toml: str, read: object, expected: object) -> None:
@@ -251,6 +256,8 @@ def test_an_ambiguous_unit_says_how_to_write_it() -> None:
         ("[policy]\ntarget_file_size = 0", "policy.target_file_size", "within 1 and"),
         ("[policy]\nmin_small_files = 0", "policy.min_small_files", ">= 1"),
         ('[policy]\nmin_file_age = "-1m"', "policy.min_file_age", "not a duration"),
+        ('[policy]\nquarantine_for = "never"', "policy.quarantine_for", "is not a duration"),
+        ("[policy]\nquarantine_for = -1", "policy.quarantine_for", '-1; "none" keeps a file'),
         (
             '[policy]\ntarget_file_size = "10MiB"\nmin_file_size = "6MiB"',
             "policy",
@@ -573,7 +580,10 @@ def test_render_shows_every_effective_policy() -> None:
     assert "every 0s at most" in lines[4]
     assert lines[1].endswith(
         "zstd, adaptive encodings, rewrite auto (copy row groups from 4 MiB), mask up to 0.5, "
-        "quarantine a source after 3 failed reads"
+        "quarantine a source after 3 failed reads for 1d"
+    )
+    assert "quarantine a source after 3 failed reads until a reload" in render_policies(
+        parse('[policy]\nquarantine_for = "none"')
     )
 
 

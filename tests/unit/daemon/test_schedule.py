@@ -241,6 +241,35 @@ def test_a_source_that_left_the_table_leaves_the_quarantine() -> None:
     assert q.retain({BAD, ("x", None)}) is q
 
 
+def test_a_quarantine_expires_after_its_period_and_one_failure_renews_it() -> None:
+    """Quarantined at 10 s for 60 s: still left out at 69.9 s, released at 70 s (its count
+    kept); its next failure quarantines it again at once, from then, for another period."""
+    q, _ = Quarantine().failed(BAD, "e", after=2, now_s=5.0)
+    q, _ = q.failed(BAD, "e", after=2, now_s=10.0)
+    assert q.suspects[BAD].quarantined_s == 10.0 and q.suspects[BAD].release_at(60.0) == 70.0
+    kept, released = q.expire(60.0, now_s=69.9)
+    assert kept is q and released == frozenset()
+    q, released = q.expire(60.0, now_s=70.0)
+    assert released == {BAD} and q.excluded == frozenset()
+    assert q.suspects[BAD].failures == 2 and q.suspects[BAD].release_at(60.0) is None
+    q, news = q.failed(BAD, "still bad", after=2, now_s=75.0)
+    assert news and q.excluded == {BAD} and q.suspects[BAD].failures == 3
+    assert q.suspects[BAD].release_at(60.0) == 135.0
+    assert q.expire(60.0, now_s=134.0)[1] == frozenset()
+
+
+def test_only_a_reload_ends_a_quarantine_without_a_period() -> None:
+    """``quarantine_for`` None keeps a quarantined source however long; a suspect that is not
+    quarantined has nothing to expire; only a positive period is one."""
+    q, _ = Quarantine().failed(BAD, "e", after=1, now_s=0.0)
+    q, _ = q.failed(("x", None), "e", after=2, now_s=0.0)
+    assert q.suspects[BAD].release_at(None) is None
+    assert q.expire(None, now_s=1e12) == (q, frozenset())
+    assert q.expire(1.0, now_s=1e12)[1] == {BAD}
+    with pytest.raises(ValueError, match="quarantine_for"):
+        q.expire(0.0, now_s=0.0)
+
+
 def test_quarantine_after_must_be_positive() -> None:
     with pytest.raises(ValueError, match="quarantine_after"):
         Quarantine().failed(BAD, "e", after=0, now_s=0.0)
