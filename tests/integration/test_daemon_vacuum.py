@@ -6,7 +6,7 @@ table's own retention below an hour is never used."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,7 @@ async def test_the_daemon_vacuums_expired_tombstones_and_keeps_the_rest(
     await judge(table, expected)
 
 
-def _events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+def _events(logs: Sequence[Mapping[str, Any]], name: str) -> list[dict[str, Any]]:
     keys = ("files", "bytes", "mode", "version")
     return [{k: e[k] for k in keys} for e in logs if e["event"] == name]
 
