@@ -21,7 +21,7 @@ import anyio.to_thread
 from rlcd.cli.exit_codes import error_exit_code
 from rlcd.compaction.compact import plan_table
 from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
-from rlcd.daemon.metrics import Health, RunRecord, TableHealth
+from rlcd.daemon.metrics import Health, RunRecord, TableHealth, VacuumRecord
 from rlcd.delta.actions import CommitInfo
 from rlcd.delta.load import load_snapshot, read_commit
 from rlcd.errors import RlcdError
@@ -48,7 +48,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 async def print_status(args: argparse.Namespace) -> int:
     """Per table: version, files, backlog, last rlcd compaction, the daemon's last error, its
-    last run (each bin's outcome), its last few runs and the files it quarantined.
+    last run (each bin's outcome), its last few runs, the files it quarantined and its last
+    vacuum.
 
     Returns the exit code of the worst table that cannot be read (``rlcd status --help``): a
     storage failure's 4 over an unreadable table's 3; 0 when every table was read.
@@ -169,10 +170,23 @@ def _print_status(
             file=out,
         )
         print(f"      {q.error}", file=out)
+    print(f"  daemon's last vacuum: {_vacuum_line(health.last_vacuum)}", file=out)
 
 
 def _when(unix_s: float) -> str:
     return dt.datetime.fromtimestamp(unix_s, dt.UTC).isoformat(timespec="seconds")
+
+
+def _vacuum_line(vacuum: VacuumRecord | None) -> str:
+    """The daemon's last vacuum of a table in words."""
+    if vacuum is None:
+        return "none since the daemon started"
+    if vacuum.error is not None:
+        return f"{_when(vacuum.when)} {vacuum.mode}: {vacuum.error}"
+    return (
+        f"{_when(vacuum.when)} {vacuum.mode}: {vacuum.files} files, {vacuum.bytes} bytes "
+        f"deleted (version {vacuum.version})"
+    )
 
 
 def _run_line(run: RunRecord) -> str:

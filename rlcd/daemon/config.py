@@ -21,7 +21,8 @@ The file's sections::
     [log]        format (json | console | auto), level
     [metrics]    listen ("host:port"; "" disables the endpoint)
     [shard]      instance, instances
-    [policy]     the defaults of every table's policy (:class:`TablePolicy`)
+    [policy]     the defaults of every table's policy (:class:`TablePolicy`), its vacuum job's
+                 included
     [[table]]    uri, and a [table.policy] of overrides
     [[discover]] prefix, include, exclude, max_depth, interval, and a [discover.policy]
 
@@ -56,7 +57,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from rlcd.compaction.lease import DEFAULT_LEASE_TTL_S
 from rlcd.compaction.policy import (
@@ -71,12 +72,14 @@ from rlcd.compaction.policy import (
     parse_size,
 )
 from rlcd.errors import ConfigError
+from rlcd.operations.vacuum import VacuumMode
 from rlcd.storage.s3 import S3Config
 from rlcd.storage.uri import TableUri
 
 __all__ = (
     "LOG_FORMATS",
     "LOG_LEVELS",
+    "MIN_VACUUM_RETAIN_S",
     "DaemonSettings",
     "LogSettings",
     "MetricsSettings",
@@ -99,6 +102,11 @@ GIB: Final = 1024**3
 LOG_FORMATS: Final = ("auto", "json", "console")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 _MAX_LONG: Final = 2**63 - 1
+MIN_VACUUM_RETAIN_S: Final = 3600.0
+"""The shortest vacuum retention the daemon uses, whatever a table or the file says: the
+composition tags need only the conflict window (minutes); time travel and writers in flight
+need more, and only ``rlcd vacuum --force-short-retention`` may go lower."""
+_VACUUM_MODES: Final = get_args(VacuumMode)
 
 
 # --- the settings --------------------------------------------------------------------------------
@@ -202,9 +210,12 @@ class TablePolicy:
     * A source that fails to read in ``quarantine_after`` runs is quarantined: left out of
       later bins, never changed (:class:`~rlcd.daemon.schedule.Quarantine`), for
       ``quarantine_for_s`` (None: until a reload).
+    * ``vacuum`` runs the table's vacuum (``vacuum_mode``) at start and every
+      ``vacuum_interval_s``, with the table's own retention or ``vacuum_retain_s``.
 
     Invariants: those of :class:`CompactionPolicy` (checked by building it), counts >= 1,
-    durations >= 0 (``quarantine_for_s`` > 0 or None).
+    durations >= 0 (``quarantine_for_s`` > 0 or None), ``vacuum_interval_s`` > 0,
+    ``vacuum_retain_s`` None or at least :data:`MIN_VACUUM_RETAIN_S`.
     """
 
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
@@ -223,6 +234,10 @@ class TablePolicy:
     enabled: bool = True
     quarantine_after: int = 3
     quarantine_for_s: float | None = 86400.0
+    vacuum: bool = True
+    vacuum_interval_s: float = 86400.0
+    vacuum_retain_s: float | None = None
+    vacuum_mode: VacuumMode = "lite"
     compaction: CompactionPolicy = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -239,6 +254,13 @@ class TablePolicy:
             isinstance(held, int | float) and math.isfinite(held) and held > 0
         ):
             raise ConfigError(f"quarantine_for must be a duration > 0 or None, got {held!r}")
+        if not (math.isfinite(self.vacuum_interval_s) and self.vacuum_interval_s > 0):
+            interval = self.vacuum_interval_s
+            raise ConfigError(f"vacuum_interval must be a duration > 0, got {interval!r}")
+        if self.vacuum_retain_s is not None:
+            _check_retain(self.vacuum_retain_s)
+        if self.vacuum_mode not in _VACUUM_MODES:
+            raise ConfigError(f"vacuum_mode must be lite or full, got {self.vacuum_mode!r}")
         policy = CompactionPolicy(
             target_file_size=self.target_file_size,
             min_file_size=self.min_file_size,
@@ -303,6 +325,15 @@ class DiscoverEntry:
         """Whether discovery under this prefix would take the table at ``uri``."""
         relative = self.relative(uri)
         return relative is not None and self.accepts(relative)
+
+
+def _check_retain(seconds: float) -> None:
+    """Refuse a daemon vacuum retention below :data:`MIN_VACUUM_RETAIN_S`."""
+    if not (math.isfinite(seconds) and seconds >= MIN_VACUUM_RETAIN_S):
+        raise ConfigError(
+            f"vacuum_retain must be at least 1h, got {_seconds(seconds)}: time travel and "
+            "writers in flight need the files; only rlcd vacuum --force-short-retention goes lower"
+        )
 
 
 def _glob_match(pattern: str, parts: tuple[str, ...]) -> bool:
@@ -510,6 +541,19 @@ def _optional_text(value: object) -> object:
     return value or None
 
 
+def _retain(value: object) -> object:
+    """A vacuum retention of at least :data:`MIN_VACUUM_RETAIN_S`, or "" for the table's own."""
+    if value == "":
+        return None
+    seconds = _duration()(value)
+    assert isinstance(seconds, float)
+    try:
+        _check_retain(seconds)
+    except ConfigError as exc:
+        raise _Invalid(str(exc).removeprefix("vacuum_retain ")) from exc
+    return seconds
+
+
 def _endpoint(value: object) -> object:
     text = _optional_text(value)
     if text is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", str(text)):
@@ -591,6 +635,10 @@ _POLICY: Final = (
     _Key("enabled", "enabled", _boolean),
     _Key("quarantine_after", "quarantine_after", _count(minimum=1)),
     _Key("quarantine_for", "quarantine_for_s", _lasting),
+    _Key("vacuum", "vacuum", _boolean),
+    _Key("vacuum_interval", "vacuum_interval_s", _duration(positive=True)),
+    _Key("vacuum_retain", "vacuum_retain_s", _retain),
+    _Key("vacuum_mode", "vacuum_mode", _choice(_VACUUM_MODES)),
 )
 # ``uri`` and ``prefix`` are listed to be known; _Reader.uri reads them (relative paths).
 _TABLE: Final = (_Key("uri", "uri", lambda v: v),)
@@ -934,7 +982,19 @@ def _describe(policy: TablePolicy) -> str:
             if policy.quarantine_for_s is None
             else f"for {_seconds(policy.quarantine_for_s)}"
         )
+        + f", {_vacuum(policy)}"
     )
+
+
+def _vacuum(policy: TablePolicy) -> str:
+    if not policy.vacuum:
+        return "no vacuum"
+    retain = (
+        "the table's retention"
+        if policy.vacuum_retain_s is None
+        else f"retain {_seconds(policy.vacuum_retain_s)}"
+    )
+    return f"{policy.vacuum_mode} vacuum every {_seconds(policy.vacuum_interval_s)} ({retain})"
 
 
 def render_policies(settings: Settings) -> str:

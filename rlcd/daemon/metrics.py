@@ -50,6 +50,7 @@ __all__ = (
     "RunRecord",
     "QuarantinedFile",
     "TableHealth",
+    "VacuumRecord",
     "Health",
     "metrics_app",
     "serve_metrics",
@@ -103,6 +104,21 @@ class QuarantinedFile:
 
 
 @dataclass(frozen=True, slots=True)
+class VacuumRecord:
+    """One vacuum of a table by the daemon: ``when`` (Unix seconds), its ``mode``, the version
+    it left (its VACUUM END commit, or the version it read when it had nothing to delete), the
+    ``files`` and ``bytes`` it deleted; or the ``error`` that stopped it (or why it was not
+    run)."""
+
+    when: float
+    mode: str
+    version: int | None = None
+    files: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TableHealth:
     """One table as ``/healthz`` reports it; times are Unix seconds."""
 
@@ -115,6 +131,7 @@ class TableHealth:
     history: tuple[RunRecord, ...] = ()
     """The last few runs, oldest first."""
     quarantined: tuple[QuarantinedFile, ...] = ()
+    last_vacuum: VacuumRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +170,9 @@ class Health:
                             "quarantined": tuple(
                                 QuarantinedFile(**q) for q in t.get("quarantined", ())
                             ),
+                            "last_vacuum": (
+                                VacuumRecord(**t["last_vacuum"]) if t.get("last_vacuum") else None
+                            ),
                         }
                     )
                     for uri, t in tables.items()
@@ -168,6 +188,7 @@ class Metrics:
     The daemon calls :meth:`watch_table` when it starts watching a table,
     :meth:`record_compaction` and :meth:`count_run` after each run,
     :meth:`count_lease_skip` for work another run's lease turned away,
+    :meth:`record_vacuum` after each vacuum that ran,
     :meth:`observe_bin` as each bin ends, :meth:`set_backlog` after each poll that planned,
     :meth:`set_footprint` after each poll that measured the table, :meth:`record_success` when
     the table is in hand, :meth:`record_error` when it fails, :meth:`forget_table` when a
@@ -214,8 +235,8 @@ class Metrics:
         )
         self.lease_skips = self._counter(
             "rlcd_lease_skips",
-            "Compactions or cleanups of the table skipped because another run of rlcd held its "
-            "lease, by work (compaction, cleanup)",
+            "Compactions, cleanups or vacuums of the table skipped because another run of rlcd "
+            "held its lease, by work (compaction, cleanup, vacuum)",
             "work",
         )
         self.commit_attempts = self._counter(
@@ -242,6 +263,12 @@ class Metrics:
             "rlcd_table_vacuum_reclaimable_bytes",
             "Bytes of removed files past the table's deletedFileRetentionDuration, which a "
             "vacuum would delete (from the log; NaN when the retention cannot be read)",
+        )
+        self.vacuum_files = self._counter(
+            "rlcd_vacuum_files_deleted", "Data and DV files the daemon's vacuums deleted"
+        )
+        self.vacuum_bytes = self._counter(
+            "rlcd_vacuum_bytes_reclaimed", "Bytes of the files the daemon's vacuums deleted"
         )
         self.last_success = self._gauge(
             "rlcd_table_last_success_timestamp_seconds",
@@ -335,9 +362,14 @@ class Metrics:
         self.runs.labels(table, outcome).inc()
 
     def count_lease_skip(self, table: str, work: str) -> None:
-        """``work`` (``compaction`` or ``cleanup``) of ``table`` was skipped: another run of
-        rlcd held the table's lease."""
+        """``work`` (``compaction``, ``cleanup`` or ``vacuum``) of ``table`` was skipped:
+        another run of rlcd held the table's lease."""
         self.lease_skips.labels(table, work).inc()
+
+    def record_vacuum(self, table: str, *, files: int, nbytes: int) -> None:
+        """A vacuum of ``table`` deleted ``files`` files of ``nbytes`` bytes."""
+        self.vacuum_files.labels(table).inc(files)
+        self.vacuum_bytes.labels(table).inc(nbytes)
 
     def observe_bin(self, seconds: float) -> None:
         """One bin ended (committed, aborted or failed) ``seconds`` after it started (not

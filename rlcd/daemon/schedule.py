@@ -268,9 +268,10 @@ class Schedule:
         )
         return self._with(table, state), old.last_error != error
 
-    def pick(self, now: float, limit: int) -> list[str]:
-        """Up to ``limit`` ready tables, in the order to start them (see the module header)."""
-        ready = [(t, s) for t, s in self.tables.items() if s.ready(now)]
+    def pick(self, now: float, limit: int, *, exclude: Collection[str] = ()) -> list[str]:
+        """Up to ``limit`` ready tables, in the order to start them (see the module header),
+        leaving out ``exclude`` (tables busy with other work: a vacuum)."""
+        ready = [(t, s) for t, s in self.tables.items() if s.ready(now) and t not in exclude]
 
         def waited(state: TableState) -> float:
             return now - state.due_since if state.due_since is not None else 0.0

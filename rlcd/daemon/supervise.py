@@ -19,7 +19,12 @@ the others carry on.
   first), policies and limits change in place (limiters' ``total_tokens``).
 - **Orphans**: every table is cleaned when first seen and then every ``orphan_grace``
   (:meth:`Supervisor._clean`).
-- **Lease**: a table's compaction and cleanup each run inside its advisory lease
+- **Vacuum**: every table whose policy has ``vacuum`` is vacuumed when first seen and then
+  every ``vacuum_interval`` (:meth:`Supervisor._vacuum`), in the work task group beside the
+  other tables' runs but never beside its own compaction: a table is in ``_running`` or in
+  ``_vacuuming``, never both. It uses the table's retention (or the policy's
+  ``vacuum_retain``), never below :data:`~rlcd.daemon.config.MIN_VACUUM_RETAIN_S`.
+- **Lease**: a table's compaction, cleanup and vacuum each run inside its advisory lease
   (:mod:`rlcd.compaction.lease`; ``[daemon] lease``). Work another run of rlcd holds the
   lease for is skipped: one ``table_leased`` event and ``rlcd_lease_skips_total``, no failure,
   and the table is not tried again before the next poll.
@@ -59,6 +64,7 @@ from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
 from rlcd.daemon._watch import TableWatch
 from rlcd.daemon.config import (
+    MIN_VACUUM_RETAIN_S,
     DiscoverEntry,
     Settings,
     SettingsChanges,
@@ -66,7 +72,14 @@ from rlcd.daemon.config import (
     settings_changes,
 )
 from rlcd.daemon.discover import EMPTY_PREFIX, discover_tables
-from rlcd.daemon.metrics import Health, Metrics, QuarantinedFile, RunRecord, TableHealth
+from rlcd.daemon.metrics import (
+    Health,
+    Metrics,
+    QuarantinedFile,
+    RunRecord,
+    TableHealth,
+    VacuumRecord,
+)
 from rlcd.daemon.schedule import (
     Backlog,
     Backoff,
@@ -78,7 +91,12 @@ from rlcd.daemon.schedule import (
 )
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import CorruptLogError, RlcdError, UnsupportedFeatureError
-from rlcd.operations.vacuum import reclaimable_bytes
+from rlcd.operations.vacuum import (
+    VacuumReport,
+    reclaimable_bytes,
+    table_retention_ms,
+    vacuum_table,
+)
 from rlcd.storage.base import ObjectStore
 from rlcd.storage.uri import TableUri
 
@@ -152,6 +170,8 @@ class TableStatus:
     """The last :data:`HISTORY` runs, oldest first."""
     quarantined: tuple[QuarantinedFile, ...]
     """The sources left out of bins, by path."""
+    last_vacuum: VacuumRecord | None = None
+    """The daemon's last vacuum of the table (None: none since it started)."""
 
 
 def trigger_for(policy: TablePolicy) -> Trigger:
@@ -178,6 +198,9 @@ class _Table:
         self.quarantine = Quarantine()
         self.clean_at = -math.inf
         self.measure_at = -math.inf
+        self.vacuum_at = -math.inf
+        self.last_vacuum: VacuumRecord | None = None
+        self.short_retention_warned = False
         self.removed = False
 
 
@@ -249,7 +272,8 @@ class Supervisor:
         self._tables: dict[str, _Table] = {}
         self._discovered: dict[str, tuple[float, tuple[TableUri, ...]]] = {}
         self._empty_prefixes: set[str] = set()  # warned of; again once they hold objects
-        self._running: set[str] = set()
+        self._running: set[str] = set()  # compacting
+        self._vacuuming: set[str] = set()
         self._stopping = False
         self._started = False
         self._poll_now = False
@@ -295,6 +319,7 @@ class Supervisor:
                 last_run=s.last_run,
                 history=s.history,
                 quarantined=s.quarantined,
+                last_vacuum=s.last_vacuum,
             )
             for s in self.status()
         }
@@ -341,6 +366,7 @@ class Supervisor:
                         )
                         if q.quarantined_s is not None
                     ),
+                    last_vacuum=t.last_vacuum,
                 )
             )
         return out
@@ -362,10 +388,11 @@ class Supervisor:
                     await self._clean_due()
                     await self._poll_all()
                     next_poll = self._clock() + self.settings.daemon.poll_interval_s
+                self._vacuum_due()  # before compactions: a due vacuum waits for no backlog
                 self._start_ready()
                 self._started = True
                 self._report_status()
-                if once and not self._running:
+                if once and not self._running and not self._vacuuming:
                     break
                 await self._sleep(None if once else max(0.0, next_poll - self._clock()))
             await self._drain()
@@ -380,16 +407,21 @@ class Supervisor:
             self._wake.set()
 
     async def _drain(self) -> None:
-        """Let runs in flight finish within the grace period (the caller cancels the rest)."""
-        if not self._running:
+        """Let runs and vacuums in flight finish within the grace period (the caller cancels
+        the rest: a vacuum cut short has deleted only files no version in its window reads)."""
+        if not self._busy():
             return
         grace = self.settings.daemon.shutdown_grace_s
-        log.info("draining", tables=sorted(self._running), grace_s=grace)
+        log.info("draining", tables=self._busy(), grace_s=grace)
         with anyio.move_on_after(grace):
-            while self._running:
+            while self._busy():
                 await self._sleep(None)
-        if self._running:
-            log.warning("drain_cancelled", tables=sorted(self._running))
+        if self._busy():
+            log.warning("drain_cancelled", tables=self._busy())
+
+    def _busy(self) -> list[str]:
+        """The tables being compacted or vacuumed, sorted."""
+        return sorted(self._running | self._vacuuming)
 
     def _report_status(self) -> None:
         if self._on_status is None:
@@ -427,7 +459,7 @@ class Supervisor:
                     t.policy, t.replan_at_ms = policy, 0
         for name in [n for n, t in self._tables.items() if n not in wanted and not t.removed]:
             self._tables[name].removed = True  # a run in flight ends first (see _compact)
-            if name not in self._running:
+            if name not in self._running and name not in self._vacuuming:
                 del self._tables[name]
             self.metrics.forget_table(name)
             log.info("table_removed", table=name)
@@ -483,7 +515,8 @@ class Supervisor:
         limiter = anyio.CapacityLimiter(_POLLS_AT_ONCE)
         async with anyio.create_task_group() as tg:
             for t in list(self._tables.values()):
-                if t.clean_at <= now and t.name not in self._running:
+                busy = t.name in self._running or t.name in self._vacuuming
+                if t.clean_at <= now and not busy:
                     t.clean_at = now + max(self.settings.daemon.orphan_grace_s, _CLEAN_EVERY_S)
                     tg.start_soon(self._clean, t, limiter)
 
@@ -526,7 +559,7 @@ class Supervisor:
         async with anyio.create_task_group() as tg:
             for t in list(self._tables.values()):
                 state = self._schedule.state(t.name)
-                if t.name in self._running or now < state.retry_at:
+                if t.name in self._running or t.removed or now < state.retry_at:
                     continue
                 tg.start_soon(self._poll, t, limiter)
 
@@ -600,7 +633,7 @@ class Supervisor:
         if self._stopping or self._work is None:
             return
         free = int(self._limits.bins.total_tokens) - len(self._running)
-        for name in self._schedule.pick(self._clock(), free):
+        for name in self._schedule.pick(self._clock(), free, exclude=self._vacuuming):
             t = self._tables[name]
             self._schedule = self._schedule.started(name)
             self._running.add(name)
@@ -704,6 +737,99 @@ class Supervisor:
         self.metrics.record_compaction(t.name, report, now_s=now_s)
         if outcome is not RunOutcome.CONFLICTED:
             self.metrics.record_success(t.name, now_s=now_s)
+
+    # --- vacuum ---------------------------------------------------------------------------
+
+    def _vacuum_due(self) -> None:
+        """Start the vacuum of each table whose ``vacuum_interval`` passed (each at its first
+        poll), unless it is being compacted (then at the loop's next step after the run)."""
+        if self._stopping or self._work is None:
+            return
+        now = self._clock()
+        for t in list(self._tables.values()):
+            snapshot = t.watch.snapshot  # None until a poll read the table
+            if (
+                not t.policy.vacuum
+                or t.removed
+                or snapshot is None
+                or t.vacuum_at > now
+                or t.name in self._running
+                or t.name in self._vacuuming
+            ):
+                continue
+            t.vacuum_at = now + t.policy.vacuum_interval_s
+            self._vacuuming.add(t.name)
+            self._work.start_soon(self._vacuum, t, snapshot)
+
+    async def _vacuum(self, t: _Table, snapshot: Snapshot) -> None:
+        """Vacuum ``t`` once, inside its lease (skipped, and tried again at the next poll,
+        when another run holds it), with the policy's ``vacuum_retain`` or else the table's
+        retention as ``snapshot`` (its last poll) has it; a retention below an hour is never
+        used. One ``vacuum_done`` or ``vacuum_failed`` event; the table's compactions are not
+        affected by either."""
+        policy = t.policy
+        retain = policy.vacuum_retain_s
+        try:
+            # Passed explicitly: a table whose retention grew since the poll is refused by
+            # vacuum_table (below the table's), one that shrank keeps the longer one.
+            retain_ms = table_retention_ms(snapshot) if retain is None else int(retain * 1000)
+            if retain_ms < MIN_VACUUM_RETAIN_S * 1000:
+                self._short_retention(t, retain_ms)
+                return
+            t.short_retention_warned = False
+            async with self._lease(t) as lease:
+                if isinstance(lease, Busy):
+                    self._leased(t, lease, "vacuum")
+                    t.vacuum_at = self._clock() + self.settings.daemon.poll_interval_s
+                    return
+                report = await vacuum_table(
+                    t.store,
+                    mode=policy.vacuum_mode,
+                    retain_ms=retain_ms,
+                    allow_short_retention=retain is not None,  # vacuum_retain overrides
+                    now_ms=self._wall_ms(),
+                )
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            when = self._wall_ms() / 1000
+            t.last_vacuum = VacuumRecord(when, policy.vacuum_mode, error=message)
+            log.warning("vacuum_failed", table=t.name, mode=policy.vacuum_mode, error=message)
+        else:
+            self._vacuumed(t, report)
+        finally:
+            self._vacuuming.discard(t.name)
+            if t.removed:
+                self._tables.pop(t.name, None)
+            self._wake.set()
+
+    def _short_retention(self, t: _Table, retain_ms: int) -> None:
+        """The table's own retention is below an hour: not vacuumed; warned of once."""
+        hours = f"{retain_ms / 3_600_000:g}h"
+        message = f"not vacuumed: the table's retention ({hours}) is below the daemon's 1h"
+        t.last_vacuum = VacuumRecord(self._wall_ms() / 1000, t.policy.vacuum_mode, error=message)
+        if not t.short_retention_warned:
+            t.short_retention_warned = True
+            log.warning("vacuum_skipped", table=t.name, retention_ms=retain_ms, reason=message)
+
+    def _vacuumed(self, t: _Table, report: VacuumReport) -> None:
+        version = report.end_version if report.end_version is not None else report.version
+        t.last_vacuum = VacuumRecord(
+            self._wall_ms() / 1000,
+            report.mode,
+            version=version,
+            files=report.deleted,
+            bytes=report.bytes,
+        )
+        self.metrics.record_vacuum(t.name, files=report.deleted, nbytes=report.bytes)
+        log.info(
+            "vacuum_done",
+            table=t.name,
+            mode=report.mode,
+            version=version,
+            files=report.deleted,
+            bytes=report.bytes,
+            retention_ms=report.retention_ms,
+        )
 
     # --- quarantine -----------------------------------------------------------------------
 

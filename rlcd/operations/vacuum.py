@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
 import anyio
+import anyio.to_thread
 import structlog
 
 from rlcd._tasks import gather
@@ -183,7 +184,8 @@ async def vacuum_table(
     warnings = _check_retention(store.root, retention, table_ms, allow_short_retention)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cdc_files = await _cdc_files(store, snapshot.version) if mode == "lite" else ()
-    rules = _rules(snapshot, now, retention, cdc_files)
+    # a pass over every live file and tombstone: off the event loop, which a daemon shares
+    rules = await anyio.to_thread.run_sync(_rules, snapshot, now, retention, cdc_files)
     if mode == "full":
         files = [
             Candidate(meta.key, meta.size)

@@ -18,6 +18,7 @@ from rlcd.daemon.metrics import (
     QuarantinedFile,
     RunRecord,
     TableHealth,
+    VacuumRecord,
     serve_metrics,
 )
 from tests.integration.tables import append, batch
@@ -101,8 +102,8 @@ async def test_the_last_error_comes_from_the_running_daemon(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each table's line shows the last error, the last run (its bins one a line), the recent
-    runs and the quarantined files (since and until when, or a reload) the daemon's /healthz
-    reports for it ("none" for a table without them)."""
+    runs, the quarantined files (since and until when, or a reload) and the last vacuum (or
+    its error) the daemon's /healthz reports for it ("none" for a table without them)."""
     async with anyio.create_task_group() as tg:
         health = Health("ok", {})
         _, port = await tg.start(serve_metrics, Metrics(), lambda: health, ("127.0.0.1", 0))
@@ -111,7 +112,12 @@ async def test_the_last_error_comes_from_the_running_daemon(
         health = Health(
             "ok",
             {
-                failing: TableHealth(version=2, last_error="access denied", last_error_time=5),
+                failing: TableHealth(
+                    version=2,
+                    last_error="access denied",
+                    last_error_time=5,
+                    last_vacuum=VacuumRecord(90.0, "full", error="access denied (DeleteObjects)"),
+                ),
                 fine: TableHealth(
                     version=2,
                     last_run=LAST_RUN,
@@ -123,18 +129,20 @@ async def test_the_last_error_comes_from_the_running_daemon(
                         QuarantinedFile("p=a/bad.parquet", "u1", 3, "truncated", 30.0, 90.0),
                         QuarantinedFile("p=b/bad.parquet", None, 2, "missing", 40.0),
                     ),
+                    last_vacuum=VacuumRecord(120.0, "lite", version=4, files=6, bytes=6144),
                 ),
             },
         )
         assert await _status(config) == 0
         tg.cancel_scope.cancel()
     blocks = _blocks(capsys.readouterr().out)
-    assert blocks[failing][-3:] == [
+    assert blocks[failing][-4:] == [
         "last error: access denied",
         "daemon's last run: none since the daemon started",
         "quarantined files: none",
+        "daemon's last vacuum: 1970-01-01T00:01:30+00:00 full: access denied (DeleteObjects)",
     ]
-    assert blocks[fine][-12:] == [
+    assert blocks[fine][-13:] == [
         "last error: none",
         f"daemon's last run: {LAST_RUN[0]}",
         *LAST_RUN[1:],
@@ -148,5 +156,7 @@ async def test_the_last_error_comes_from_the_running_daemon(
         "p=b/bad.parquet: 2 failed reads, quarantined since 1970-01-01T00:00:40+00:00 "
         "until a reload",
         "missing",
+        "daemon's last vacuum: 1970-01-01T00:02:00+00:00 lite: 6 files, 6144 bytes deleted "
+        "(version 4)",
     ]
     assert set(blocks) == {failing, fine}

@@ -228,9 +228,10 @@ async def _leased_table(tmp_path: Path) -> Path:
 
 
 async def test_a_table_another_run_leases_is_skipped_not_failed(tmp_path: Path) -> None:
-    """The daemon leaves a table whose lease a live run holds: its cleanup and compaction are
-    each skipped with one event and counted, the table is not failing, and the other run's
-    lease stays; once the lease is gone, the next pass compacts and releases its own."""
+    """The daemon leaves a table whose lease a live run holds: its cleanup, vacuum and
+    compaction are each skipped with one event and counted, the table is not failing, and the
+    other run's lease stays; once the lease is gone, the next pass compacts and releases its
+    own."""
     path = await _leased_table(tmp_path)
     lease = (path / "_rlcd" / "lease").read_bytes()
     settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
@@ -241,12 +242,12 @@ async def test_a_table_another_run_leases_is_skipped_not_failed(tmp_path: Path) 
         await supervisor.run(once=True)
     assert live_files(path) == 3
     leased = [e for e in logs if e["event"] == "table_leased"]
-    assert sorted(e["work"] for e in leased) == ["cleanup", "compaction"]
+    assert sorted(e["work"] for e in leased) == ["cleanup", "compaction", "vacuum"]
     assert all(e["lease"].startswith("held by rlcd compact (pid 1 on cron) until ") for e in leased)
     (status,) = supervisor.status()
     assert status.last_error is None and supervisor.failures() == ()
     registry = supervisor.metrics.registry
-    for work in ("cleanup", "compaction"):
+    for work in ("cleanup", "compaction", "vacuum"):
         labels = {"table": status.table, "work": work}
         assert registry.get_sample_value("rlcd_lease_skips_total", labels) == 1
     assert (path / "_rlcd" / "lease").read_bytes() == lease

@@ -103,6 +103,13 @@ def test_an_empty_file_is_every_default() -> None:
         ('[policy]\nquarantine_for = "none"', lambda s: s.policy.quarantine_for_s, None),
         ("[policy]\nquarantine_for = 0", lambda s: s.policy.quarantine_for_s, None),
         ('[policy]\nquarantine_for = "0"', lambda s: s.policy.quarantine_for_s, None),
+        ("[policy]\nvacuum = false", lambda s: s.policy.vacuum, False),
+        ('[policy]\nvacuum_interval = "6h"', lambda s: s.policy.vacuum_interval_s, 21600.0),
+        ('[policy]\nvacuum_retain = "2d"', lambda s: s.policy.vacuum_retain_s, 172800.0),
+        ('[policy]\nvacuum_retain = "1h"', lambda s: s.policy.vacuum_retain_s, 3600.0),
+        ("[policy]\nvacuum_retain = 3600", lambda s: s.policy.vacuum_retain_s, 3600.0),
+        ('[policy]\nvacuum_retain = ""', lambda s: s.policy.vacuum_retain_s, None),
+        ('[policy]\nvacuum_mode = "full"', lambda s: s.policy.vacuum_mode, "full"),
     ],
 )
 def test_every_section_key_is_read(toml: str, read: object, expected: object) -> None:
@@ -258,6 +265,22 @@ def test_an_ambiguous_unit_says_how_to_write_it() -> None:
         ('[policy]\nmin_file_age = "-1m"', "policy.min_file_age", "not a duration"),
         ('[policy]\nquarantine_for = "never"', "policy.quarantine_for", "is not a duration"),
         ("[policy]\nquarantine_for = -1", "policy.quarantine_for", '-1; "none" keeps a file'),
+        ('[policy]\nvacuum_interval = "0s"', "policy.vacuum_interval", "> 0"),
+        ("[policy]\nvacuum = 1", "policy.vacuum", "expected true or false"),
+        ('[policy]\nvacuum_mode = "deep"', "policy.vacuum_mode", "one of lite, full"),
+        ('[policy]\nvacuum_retain = "7x"', "policy.vacuum_retain", "not a duration"),
+        ('[policy]\nvacuum_retain = "59m"', "policy.vacuum_retain", "at least 1h, got 59m"),
+        ("[policy]\nvacuum_retain = 0", "policy.vacuum_retain", "--force-short-retention"),
+        (
+            '[[table]]\nuri = "s3://b/t"\npolicy = { vacuum_retain = "30m" }',
+            "table[0].policy.vacuum_retain",
+            "must be at least 1h",
+        ),
+        (
+            '[[discover]]\nprefix = "s3://b"\npolicy = { vacuum_retain = "0h" }',
+            "discover[0].policy.vacuum_retain",
+            "must be at least 1h",
+        ),
         (
             '[policy]\ntarget_file_size = "10MiB"\nmin_file_size = "6MiB"',
             "policy",
@@ -437,6 +460,19 @@ def test_a_table_policy_checks_its_own_fields() -> None:
         TablePolicy(min_small_files=0)
     with pytest.raises(ConfigError, match="min_file_age_s"):
         TablePolicy(min_file_age_s=-1)
+    with pytest.raises(ConfigError, match="vacuum_retain must be at least 1h, got 30m"):
+        TablePolicy(vacuum_retain_s=1800)
+    with pytest.raises(ConfigError, match="vacuum_interval"):
+        TablePolicy(vacuum_interval_s=0)
+    with pytest.raises(ConfigError, match="vacuum_mode"):
+        TablePolicy(vacuum_mode="deep")  # type: ignore[arg-type]
+
+
+def test_the_vacuum_defaults_are_lite_daily_with_the_tables_retention() -> None:
+    """By default every table is vacuumed in lite mode once a day, with its own retention."""
+    policy = parse("").policy
+    assert (policy.vacuum, policy.vacuum_mode, policy.vacuum_interval_s) == (True, "lite", 86400)
+    assert policy.vacuum_retain_s is None
 
 
 # --- discovery matching --------------------------------------------------------------------------
@@ -580,7 +616,8 @@ def test_render_shows_every_effective_policy() -> None:
     assert "every 0s at most" in lines[4]
     assert lines[1].endswith(
         "zstd, adaptive encodings, rewrite auto (copy row groups from 4 MiB), mask up to 0.5, "
-        "quarantine a source after 3 failed reads for 1d"
+        "quarantine a source after 3 failed reads for 1d, lite vacuum every 1d "
+        "(the table's retention)"
     )
     assert "quarantine a source after 3 failed reads until a reload" in render_policies(
         parse('[policy]\nquarantine_for = "none"')
@@ -615,6 +652,19 @@ def test_the_rewrite_keys_reach_the_compaction_policy() -> None:
         parse(text + "min_copy_row_group = 0\n")
     recompressed = render_policies(parse(text + "recompress = true\n"))
     assert "rewrite reencode (copy row groups from 4 MiB, recompressed)" in recompressed
+
+
+def test_render_shows_the_vacuum_keys() -> None:
+    """A table's vacuum overrides show at the end of its line; ``vacuum = false`` says so."""
+    text = render_policies(
+        parse(
+            '[policy]\nvacuum_mode = "full"\nvacuum_interval = "12h"\nvacuum_retain = "2d"\n'
+            '[[table]]\nuri = "s3://lake/t"\n[table.policy]\nvacuum = false\n'
+        )
+    )
+    defaults, table = text.splitlines()[1:3]
+    assert defaults.endswith(", full vacuum every 12h (retain 2d)")
+    assert table.endswith(", no vacuum")
 
 
 def test_render_says_when_there_is_nothing_to_compact() -> None:

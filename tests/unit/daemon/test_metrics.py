@@ -16,7 +16,7 @@ from rlcd.compaction.compact import BinFailure, CompactionReport, FailureKind
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.rewrite import RewrittenBin
-from rlcd.daemon.metrics import Health, Metrics, TableHealth, serve_metrics
+from rlcd.daemon.metrics import Health, Metrics, TableHealth, VacuumRecord, serve_metrics
 from rlcd.delta.actions import AddFile
 from rlcd.delta.outcome import Abort
 from rlcd.errors import ConfigError
@@ -198,6 +198,18 @@ def test_footprint_success_and_consecutive_failures() -> None:
     assert math.isnan(got[("rlcd_table_vacuum_reclaimable_bytes", t)])
 
 
+def test_vacuums_add_up_files_and_bytes() -> None:
+    """Each vacuum adds the files it deleted and their bytes to the table's counters."""
+    m = Metrics()
+    m.record_vacuum(T, files=3, nbytes=3000)
+    m.record_vacuum(T, files=0, nbytes=0)
+    m.record_vacuum(T, files=2, nbytes=500)
+    got = samples(m)
+    t = (("table", T),)
+    assert got[("rlcd_vacuum_files_deleted_total", t)] == 5
+    assert got[("rlcd_vacuum_bytes_reclaimed_total", t)] == 3500
+
+
 def test_forgetting_a_table_drops_all_its_series() -> None:
     """After a reload drops a table, none of its series remain; other tables keep theirs."""
     m = Metrics()
@@ -207,6 +219,7 @@ def test_forgetting_a_table_drops_all_its_series() -> None:
         m.set_backlog(table, version=1, small_files=1, pending_bytes=1)
         m.record_error(table, ValueError(), now_s=1.0)
         m.set_footprint(table, live_files=1, live_bytes=1, reclaimable_bytes=1)
+        m.record_vacuum(table, files=1, nbytes=1)
     m.forget_table(T)
     tables = {dict(labels).get("table") for _, labels in samples(m)}
     assert T not in tables and other in tables
@@ -233,7 +246,11 @@ def health() -> Health:
         "ok",
         {
             T: TableHealth(
-                version=8, last_error="access denied", last_error_time=2, last_run=last_run
+                version=8,
+                last_error="access denied",
+                last_error_time=2,
+                last_run=last_run,
+                last_vacuum=VacuumRecord(3.0, "lite", version=7, files=4, bytes=4096),
             )
         },
     )
@@ -267,6 +284,14 @@ async def test_the_endpoints_answer_on_the_event_loop() -> None:
                 "last_run": list(health().tables[T].last_run),
                 "history": [],
                 "quarantined": [],
+                "last_vacuum": {
+                    "when": 3.0,
+                    "mode": "lite",
+                    "version": 7,
+                    "files": 4,
+                    "bytes": 4096,
+                    "error": None,
+                },
             }
         },
     }

@@ -99,6 +99,12 @@ def test_ordered_by_benefit() -> None:
     assert s.pick(0, 2) == ["many", "few"]
 
 
+def test_a_table_busy_with_other_work_is_not_picked() -> None:
+    """A table the supervisor vacuums is left out, and does not take a slot of the limit."""
+    s = observed(("big", backlog(4, size=400)), ("many", backlog(10)), ("few", backlog(3)))
+    assert s.pick(0, 2, exclude={"many"}) == ["few", "big"]
+
+
 def test_a_table_waiting_too_long_goes_first() -> None:
     """A due table waiting longer than max_wait runs before better fresher ones (no
     starvation), the longest waiting first."""
