@@ -53,7 +53,7 @@ from rlcd.delta.partitions import object_key
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, replay_columns
 from rlcd.errors import CorruptLogError, DeletionVectorError, NotFoundError
-from rlcd.storage.base import ObjectStore
+from rlcd.storage.base import ObjectMeta, ObjectStore
 
 __all__ = (
     "load_snapshot",
@@ -62,6 +62,8 @@ __all__ = (
     "read_commit",
     "read_commits_after",
     "list_log",
+    "list_log_files",
+    "read_sidecar_names",
     "read_deletion_vector",
     "table_config",
 )
@@ -77,8 +79,15 @@ async def list_log(store: ObjectStore, *, after_version: int | None = None) -> l
     """The versioned files of ``_delta_log`` (sorted), optionally only from ``after_version``
     on; the listing starts after the bare 20-digit prefix, so that version's own files are
     included (delta-protocol.md §1.8)."""
+    return [path for path, _ in await list_log_files(store, after_version=after_version)]
+
+
+async def list_log_files(
+    store: ObjectStore, *, after_version: int | None = None
+) -> list[tuple[LogPath, ObjectMeta]]:
+    """:func:`list_log` with what the listing says of each file (size, modification time)."""
     start = f"{LOG_DIR}/{after_version:020d}" if after_version is not None else None
-    found: list[LogPath] = []
+    found: list[tuple[LogPath, ObjectMeta]] = []
     async for meta in store.list(f"{LOG_DIR}/", start_after=start):
         name = meta.key[len(LOG_DIR) + 1 :]
         if name.startswith("_"):
@@ -87,7 +96,7 @@ async def list_log(store: ObjectStore, *, after_version: int | None = None) -> l
             continue
         parsed = LogPath.parse(name)
         if parsed is not None:
-            found.append(parsed)
+            found.append((parsed, meta))
     return found
 
 
@@ -298,6 +307,22 @@ async def _read_checkpoint(
         )
         files += [f for part in more for f in part]
     return version, files
+
+
+async def read_sidecar_names(store: ObjectStore, checkpoint: LogPath, *, table: str) -> set[str]:
+    """The file names (under ``_delta_log/_sidecars/``) of the sidecars a single-file
+    checkpoint names; a sidecar elsewhere is refused, as a load refuses it."""
+    version = checkpoint.version
+    parts = await _read_checkpoint_file(
+        store, checkpoint.key, checkpoint.fmt or "parquet", table=table, version=version
+    )
+    keys = [
+        _sidecar_key(store.root, a.path, table=table, version=version)
+        for part in parts
+        for a in part.others
+        if isinstance(a, Sidecar)
+    ]
+    return {key.rsplit("/", 1)[-1] for key in keys}
 
 
 def _sidecar_key(root: str, path: str, *, table: str, version: int) -> str:
