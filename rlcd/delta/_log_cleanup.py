@@ -96,10 +96,10 @@ async def clean_expired_log(
         return None
     sidecars: dict[str, tuple[int, int]] = {}
     if V2_FEATURE in table_config(snapshot).writer_features:
-        sidecars = {
-            meta.key.rsplit("/", 1)[-1]: (meta.last_modified_ms, meta.size)
-            async for meta in store.list(f"{SIDECAR_DIR}/")
-        }
+        async for meta in store.list(f"{SIDECAR_DIR}/"):
+            name = meta.key.rsplit("/", 1)[-1]
+            if not name.startswith("."):  # Hadoop's checksums go with their file
+                sidecars[name] = (meta.last_modified_ms, meta.size)
         await _check_kept(store, files, plan, sidecars, table=table)
     await _delete(store, list(plan.keys))
     doomed: list[str] = []
@@ -110,7 +110,7 @@ async def clean_expired_log(
         doomed = expired_sidecars(
             ((n, ms) for n, (ms, _) in sidecars.items()), referenced, cutoff_ms=cutoff
         )
-        await _delete(store, [f"{SIDECAR_DIR}/{n}" for n in doomed])
+        await _delete(store, [f"{SIDECAR_DIR}/{x}" for n in doomed for x in (n, f".{n}.crc")])
     return LogCleaned(
         kept=plan.kept,
         files=len(plan.keys) + len(doomed),
