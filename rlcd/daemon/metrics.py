@@ -263,6 +263,16 @@ class Metrics:
             "rlcd_table_last_error_timestamp_seconds",
             "When the table last failed (Unix time; the message is in /healthz)",
         )
+        self.checkpoints_written = self._counter(
+            "rlcd_checkpoints_written",
+            "Checkpoints the daemon wrote because the table's newest one lagged its version by "
+            "more than twice delta.checkpointInterval",
+        )
+        self.checkpoint_lag = self._gauge(
+            "rlcd_checkpoint_lag_versions",
+            "Versions the table's newest checkpoint lags its last version seen (the version "
+            "itself when it has none)",
+        )
         self.bin_duration = Histogram(
             "rlcd_bin_duration_seconds",
             "Time from a bin's start to its end, committed or not",
@@ -336,6 +346,14 @@ class Metrics:
         """``work`` (``compaction`` or ``cleanup``) of ``table`` was skipped: another run of
         rlcd held the table's lease."""
         self.lease_skips.labels(table, work).inc()
+
+    def count_checkpoint(self, table: str) -> None:
+        """The daemon wrote a checkpoint of ``table`` (its lag had grown too long)."""
+        self.checkpoints_written.labels(table).inc()
+
+    def set_checkpoint_lag(self, table: str, versions: int) -> None:
+        """``table``'s newest checkpoint lags its last version seen by ``versions``."""
+        self.checkpoint_lag.labels(table).set(versions)
 
     def observe_bin(self, seconds: float) -> None:
         """One bin ended (committed, aborted or failed) ``seconds`` after it started (not

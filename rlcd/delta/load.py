@@ -63,6 +63,7 @@ __all__ = (
     "read_commits_after",
     "list_log",
     "list_log_files",
+    "newest_checkpoint",
     "read_sidecar_names",
     "read_deletion_vector",
     "table_config",
@@ -98,6 +99,19 @@ async def list_log_files(
         if parsed is not None:
             found.append((parsed, meta))
     return found
+
+
+async def newest_checkpoint(store: ObjectStore) -> int | None:
+    """The version of the newest checkpoint in the log (any kind; None: there is none),
+    listed from the version ``_last_checkpoint`` names, or from the start when that finds
+    none."""
+    hint = await _last_checkpoint_version(store)
+    for start in (hint, None) if hint is not None else (None,):
+        paths = await list_log(store, after_version=start)
+        found = max((p.version for p in paths if p.is_checkpoint), default=None)
+        if found is not None:
+            return found
+    return None
 
 
 def _checksum_ok(hint: dict[str, Any]) -> bool:
