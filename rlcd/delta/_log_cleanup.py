@@ -92,7 +92,7 @@ async def clean_expired_log(
     plan = expired_log(
         files, cutoff_ms=cutoff, hinted=await _last_checkpoint_version(store), table=table
     )
-    if plan.kept is None:
+    if plan.kept is None or not plan.keys:
         return None
     sidecars: dict[str, tuple[int, int]] = {}
     if V2_FEATURE in table_config(snapshot).writer_features:
