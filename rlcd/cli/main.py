@@ -379,9 +379,11 @@ def _add_checkpoint_command(sub: argparse._SubParsersAction[_Subcommand]) -> Non
         "checkpoint",
         help="write a checkpoint of the table's current version",
         description="Write the checkpoint of the table's latest version (classic single file, "
-        "or V2 with the v2Checkpoint feature) and update _delta_log/_last_checkpoint. A "
-        "version that has a checkpoint already keeps it. rlcd also writes one after its own "
-        "commits on every multiple of delta.checkpointInterval.",
+        "or V2 with the v2Checkpoint feature) and update _delta_log/_last_checkpoint, then "
+        "delete the log files older than delta.logRetentionDuration that no version inside "
+        "it needs (unless delta.enableExpiredLogCleanup is false). A version that has a "
+        "checkpoint already keeps it. rlcd also writes one after its own commits on every "
+        "multiple of delta.checkpointInterval.",
         epilog=EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -390,11 +392,12 @@ def _add_checkpoint_command(sub: argparse._SubParsersAction[_Subcommand]) -> Non
 
 
 async def _checkpoint(args: argparse.Namespace) -> int:
-    from rlcd.delta.checkpoint_writer import CheckpointWritten, write_checkpoint
+    from rlcd.delta.checkpoint_writer import CheckpointWritten, checkpoint_and_clean
     from rlcd.delta.load import load_snapshot
 
     async with _open(args) as store:
-        result = await write_checkpoint(store, await load_snapshot(store))
+        run = await checkpoint_and_clean(store, await load_snapshot(store))
+    result, cleaned = run.checkpoint, run.cleaned
     if isinstance(result, CheckpointWritten):
         print(
             f"{store.root}: wrote {result.key} for version {result.version} "
@@ -403,6 +406,11 @@ async def _checkpoint(args: argparse.Namespace) -> int:
         )
     else:
         print(f"{store.root}: version {result.version} has a checkpoint already: {result.key}")
+    if cleaned is not None:
+        print(
+            f"{store.root}: deleted {count(cleaned.files, 'expired log file')} "
+            f"({human_bytes(cleaned.bytes)}) before the checkpoint of version {cleaned.kept}"
+        )
     return EXIT_OK
 
 

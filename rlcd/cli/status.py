@@ -20,10 +20,11 @@ import anyio.to_thread
 
 from rlcd.cli.exit_codes import error_exit_code
 from rlcd.compaction.compact import plan_table
+from rlcd.compaction.words import count
 from rlcd.daemon.config import Settings, load_settings, render_policies, with_instance
 from rlcd.daemon.metrics import Health, RunRecord, TableHealth, VacuumRecord
 from rlcd.delta.actions import CommitInfo
-from rlcd.delta.load import load_snapshot, read_commit
+from rlcd.delta.load import load_snapshot, newest_checkpoint, read_commit
 from rlcd.errors import RlcdError
 from rlcd.storage import LocalStore, S3Client
 from rlcd.storage.base import ObjectStore
@@ -47,9 +48,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 async def print_status(args: argparse.Namespace) -> int:
-    """Per table: version, files, backlog, last rlcd compaction, the daemon's last error, its
-    last run (each bin's outcome), its last few runs, the files it quarantined and its last
-    vacuum.
+    """Per table: version, files, backlog, last rlcd compaction, the newest checkpoint and its
+    lag, the daemon's last error, its last run (each bin's outcome), its last few runs, the
+    files it quarantined and its last vacuum.
 
     Returns the exit code of the worst table that cannot be read (``rlcd status --help``): a
     storage failure's 4 over an unreadable table's 3; 0 when every table was read.
@@ -93,6 +94,7 @@ async def _table_status(settings: Settings, uri: TableUri, store: ObjectStore) -
         before = int(time.time() * 1000) - age_ms if age_ms else None
         _, bins = plan_table(snapshot, policy.compaction, before_ms=before)
         last = await _last_compaction(store, snapshot.version)
+        checkpoint = await newest_checkpoint(store)
     except RlcdError as exc:
         return {"error": str(exc), "exit": error_exit_code(exc)}
     return {
@@ -101,6 +103,7 @@ async def _table_status(settings: Settings, uri: TableUri, store: ObjectStore) -
         "small_files": sum(len(b.sources) for b in bins),
         "bytes_to_compact": sum(b.estimated_bytes for b in bins),
         "last_compaction": last,
+        "checkpoint": checkpoint,
     }
 
 
@@ -148,6 +151,7 @@ def _print_status(
         file=out,
     )
     print(f"  last rlcd compaction: {status['last_compaction'] or 'none recently'}", file=out)
+    print(f"  newest checkpoint: {_checkpoint_line(status)}", file=out)
     if daemon is None:
         return
     health = daemon.get(name, TableHealth())
@@ -171,6 +175,14 @@ def _print_status(
         )
         print(f"      {q.error}", file=out)
     print(f"  daemon's last vacuum: {_vacuum_line(health.last_vacuum)}", file=out)
+
+
+def _checkpoint_line(status: Mapping[str, Any]) -> str:
+    """The newest checkpoint and how many versions it lags the table's."""
+    checkpoint, version = status["checkpoint"], status["version"]
+    if checkpoint is None:
+        return "none (readers replay every commit)"
+    return f"version {checkpoint} ({count(version - checkpoint, 'version')} behind)"
 
 
 def _when(unix_s: float) -> str:

@@ -7,7 +7,9 @@ exactly that. New commits are read by key and replayed onto the held snapshot
 the snapshot — a checkpoint newer than it and more than ``replay_limit`` commits to replay, or
 the commits right after it already cleaned up by log retention — the snapshot is reloaded from
 that checkpoint instead (:func:`rlcd.delta.load.load_snapshot`). The log is never re-read from
-its start while tailing.
+its start while tailing. The watch also knows the version of the table's newest checkpoint
+(listed after the first load, then seen in the polls' listings), for the daemon's checkpoint
+lag.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from rlcd.delta.load import advance_snapshot, list_log, load_snapshot
+from rlcd.delta.load import advance_snapshot, list_log, load_snapshot, newest_checkpoint
 from rlcd.delta.log_path import LogKind
 from rlcd.delta.replay import Snapshot
 from rlcd.storage.base import ObjectStore
@@ -50,11 +52,22 @@ class TableWatch:
         self.store = store
         self._replay_limit = replay_limit
         self._snapshot: Snapshot | None = None
+        self._checkpoint: int | None = None
 
     @property
     def snapshot(self) -> Snapshot | None:
         """The snapshot of the last poll (None before the first)."""
         return self._snapshot
+
+    @property
+    def checkpoint(self) -> int | None:
+        """The newest checkpoint's version seen (None: none, or no poll yet)."""
+        return self._checkpoint
+
+    def saw_checkpoint(self, version: int) -> None:
+        """A checkpoint of ``version`` was written (by the daemon, at the held version: the
+        next poll's listing starts after it)."""
+        self._checkpoint = max(version, self._checkpoint if self._checkpoint is not None else -1)
 
     async def poll(self) -> Poll:
         """Move the held snapshot to the table's latest version.
@@ -67,8 +80,12 @@ class TableWatch:
         held = self._snapshot
         if held is None:
             self._snapshot = await load_snapshot(self.store)
+            self._checkpoint = await newest_checkpoint(self.store)
             return Poll(self._snapshot, None, reloaded=True)
         paths = await list_log(self.store, after_version=held.version + 1)
+        for p in paths:
+            if p.is_checkpoint:
+                self.saw_checkpoint(p.version)
         commits = [p.version for p in paths if p.kind is LogKind.COMMIT]
         if not commits:
             return Poll(held, held.version, reloaded=False)

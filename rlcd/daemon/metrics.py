@@ -235,8 +235,8 @@ class Metrics:
         )
         self.lease_skips = self._counter(
             "rlcd_lease_skips",
-            "Compactions, cleanups or vacuums of the table skipped because another run of rlcd "
-            "held its lease, by work (compaction, cleanup, vacuum)",
+            "Compactions, cleanups, vacuums or checkpoints of the table skipped because another "
+            "run of rlcd held its lease, by work (compaction, cleanup, vacuum, checkpoint)",
             "work",
         )
         self.commit_attempts = self._counter(
@@ -291,6 +291,16 @@ class Metrics:
         self.last_error = self._gauge(
             "rlcd_table_last_error_timestamp_seconds",
             "When the table last failed (Unix time; the message is in /healthz)",
+        )
+        self.checkpoints_written = self._counter(
+            "rlcd_checkpoints_written",
+            "Checkpoints the daemon wrote because the table's newest one lagged its version by "
+            "more than twice delta.checkpointInterval",
+        )
+        self.checkpoint_lag = self._gauge(
+            "rlcd_checkpoint_lag_versions",
+            "Versions the table's newest checkpoint lags its last version seen (the version "
+            "itself when it has none)",
         )
         self.bin_duration = Histogram(
             "rlcd_bin_duration_seconds",
@@ -362,14 +372,22 @@ class Metrics:
         self.runs.labels(table, outcome).inc()
 
     def count_lease_skip(self, table: str, work: str) -> None:
-        """``work`` (``compaction``, ``cleanup`` or ``vacuum``) of ``table`` was skipped:
-        another run of rlcd held the table's lease."""
+        """``work`` (``compaction``, ``cleanup``, ``vacuum`` or ``checkpoint``) of ``table``
+        was skipped: another run of rlcd held the table's lease."""
         self.lease_skips.labels(table, work).inc()
 
     def record_vacuum(self, table: str, *, files: int, nbytes: int) -> None:
         """A vacuum of ``table`` deleted ``files`` files of ``nbytes`` bytes."""
         self.vacuum_files.labels(table).inc(files)
         self.vacuum_bytes.labels(table).inc(nbytes)
+
+    def count_checkpoint(self, table: str) -> None:
+        """The daemon wrote a checkpoint of ``table`` (its lag had grown too long)."""
+        self.checkpoints_written.labels(table).inc()
+
+    def set_checkpoint_lag(self, table: str, versions: int) -> None:
+        """``table``'s newest checkpoint lags its last version seen by ``versions``."""
+        self.checkpoint_lag.labels(table).set(versions)
 
     def observe_bin(self, seconds: float) -> None:
         """One bin ended (committed, aborted or failed) ``seconds`` after it started (not

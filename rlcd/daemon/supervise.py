@@ -36,6 +36,12 @@ the others carry on.
   ``quarantine_for`` after it was quarantined, a poll releases it (tried once more). Held in
   memory: a restart or a reload (SIGHUP) releases every table's quarantine, and a file that
   leaves the table (DML, another compaction) leaves it.
+- **Checkpoints**: after a poll, a table whose newest checkpoint lags its version by more
+  than twice ``delta.checkpointInterval`` (whoever committed) gets the checkpoint of the polled
+  version, then its expired log cleaned up
+  (:func:`~rlcd.delta.checkpoint_writer.checkpoint_and_clean`), under the table's lease and
+  never while it is compacted (a poll skips running tables, and no run starts before the polls
+  end). A failure is a ``checkpoint_failed`` warning, tried again after :data:`_CLEAN_EVERY_S`.
 - **History**: the last :data:`HISTORY` runs of each table (``/healthz``, ``rlcd status``).
 """
 
@@ -88,6 +94,11 @@ from rlcd.daemon.schedule import (
     Schedule,
     SourceKey,
     Trigger,
+)
+from rlcd.delta.checkpoint_writer import (
+    CheckpointWritten,
+    checkpoint_and_clean,
+    checkpoint_interval,
 )
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import CorruptLogError, RlcdError, UnsupportedFeatureError
@@ -201,6 +212,7 @@ class _Table:
         self.vacuum_at = -math.inf
         self.last_vacuum: VacuumRecord | None = None
         self.short_retention_warned = False
+        self.checkpoint_at = -math.inf  # after a failed checkpoint: not before then
         self.removed = False
 
 
@@ -570,6 +582,7 @@ class Supervisor:
                 now_ms = self._wall_ms()
                 self._expire(t, now_ms / 1000)
                 await self._measure(t, poll.snapshot, now_ms, changed=poll.changed)
+                await self._checkpoint(t, poll.snapshot, now_ms)
                 stale = t.replan_at_ms is not None and now_ms >= t.replan_at_ms
                 if not (poll.changed or stale):
                     self._in_hand(t, now_ms)
@@ -604,6 +617,32 @@ class Supervisor:
         self.metrics.set_footprint(
             t.name, live_files=files, live_bytes=nbytes, reclaimable_bytes=reclaimable
         )
+
+    async def _checkpoint(self, t: _Table, snapshot: Snapshot, now_ms: int) -> None:
+        """Report the table's checkpoint lag, and write the checkpoint of ``snapshot`` when
+        the lag exceeds twice the table's interval (a failure is a warning, never the
+        table's)."""
+        newest = t.watch.checkpoint
+        lag = snapshot.version - (newest if newest is not None else 0)
+        self.metrics.set_checkpoint_lag(t.name, lag)
+        if self._clock() < t.checkpoint_at or t.name in self._vacuuming:  # its lease is held
+            return
+        try:
+            if lag <= 2 * checkpoint_interval(snapshot.metadata.configuration):
+                return
+            async with self._lease(t) as lease:
+                if isinstance(lease, Busy):
+                    self._leased(t, lease, "checkpoint")
+                    return
+                run = await checkpoint_and_clean(t.store, snapshot, now_ms=now_ms)
+        except Exception as exc:
+            t.checkpoint_at = self._clock() + _CLEAN_EVERY_S
+            log.warning("checkpoint_failed", table=t.name, version=snapshot.version, error=str(exc))
+            return
+        t.watch.saw_checkpoint(snapshot.version)
+        self.metrics.set_checkpoint_lag(t.name, 0)
+        if isinstance(run.checkpoint, CheckpointWritten):
+            self.metrics.count_checkpoint(t.name)
 
     def _in_hand(self, t: _Table, now_ms: int) -> None:
         """A poll that leaves nothing due is a success (rlcd_table_last_success_...)."""

@@ -18,6 +18,9 @@ Theory of operation (delta-protocol.md §1.3-§1.5, §6.1 step 6):
   checkpoint of the same version, written in the same instant, could be replaced, by one of
   the same content.
 - ``_last_checkpoint`` is written after the checkpoint, and only when it would move forward.
+- :func:`checkpoint_and_clean` writes a checkpoint and, when it wrote one, cleans up the
+  expired log (:mod:`rlcd.delta._log_cleanup`): every caller (the CLI, the daemon, the hook)
+  goes through it.
 - :func:`checkpoint_after_commit` is the writers' post-commit hook: when the committed version
   is a multiple of ``delta.checkpointInterval`` (default 10, as Spark; never version 0) it
   writes the checkpoint, and any failure is a logged warning, never the commit's failure.
@@ -42,6 +45,7 @@ import structlog
 
 from rlcd.delta._checkpoint_rows import CheckpointLayout, action_rows, checkpoint_layout
 from rlcd.delta._last_checkpoint import last_checkpoint_document
+from rlcd.delta._log_cleanup import LogCleaned, clean_expired_log
 from rlcd.delta.actions import Action, Metadata
 from rlcd.delta.intervals import parse_interval
 from rlcd.delta.load import _last_checkpoint_version, list_log, table_config
@@ -55,9 +59,12 @@ __all__ = (
     "DEFAULT_CHECKPOINT_INTERVAL",
     "CheckpointWritten",
     "CheckpointExists",
+    "CheckpointRun",
+    "LogCleaned",
     "checkpoint_interval",
     "checkpoint_due",
     "write_checkpoint",
+    "checkpoint_and_clean",
     "checkpoint_after_commit",
 )
 
@@ -214,28 +221,64 @@ async def write_checkpoint(
     return written
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointRun:
+    """What :func:`checkpoint_and_clean` did: the checkpoint, then the log cleanup after a
+    checkpoint written (None: nothing expired, cleanup disabled, or no checkpoint written)."""
+
+    checkpoint: CheckpointWritten | CheckpointExists
+    cleaned: LogCleaned | None
+
+
+async def checkpoint_and_clean(
+    store: ObjectStore, snapshot: Snapshot, *, now_ms: int | None = None
+) -> CheckpointRun:
+    """Write the checkpoint of ``snapshot`` (:func:`write_checkpoint`), then, when one was
+    written, clean up the expired log (delta-protocol.md's rule in
+    :mod:`rlcd.delta._log_retention`); one log event for each that did something.
+
+    Raises:
+        as :func:`write_checkpoint`, and CorruptLogError or StorageError from the cleanup
+        (the checkpoint is written then).
+    """
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    result = await write_checkpoint(store, snapshot, now_ms=now)
+    if not isinstance(result, CheckpointWritten):
+        return CheckpointRun(result, None)
+    _log.info(
+        "checkpoint_written",
+        table=snapshot.table,
+        version=result.version,
+        path=result.key,
+        actions=result.actions,
+        bytes=result.size_in_bytes,
+    )
+    cleaned = await clean_expired_log(store, snapshot, now_ms=now)
+    if cleaned is not None:
+        _log.info(
+            "log_cleaned",
+            table=snapshot.table,
+            kept_checkpoint=cleaned.kept,
+            files=cleaned.files,
+            sidecars=cleaned.sidecars,
+            bytes=cleaned.bytes,
+        )
+    return CheckpointRun(result, cleaned)
+
+
 async def checkpoint_after_commit(
     store: ObjectStore, base: Snapshot, version: int, actions: Sequence[Action]
-) -> CheckpointWritten | CheckpointExists | None:
+) -> CheckpointRun | None:
     """After our commit of ``actions`` as ``version`` onto ``base``: write that version's
-    checkpoint when it is due. Never raises for a failure to checkpoint (a warning is logged):
-    the commit has landed, and a checkpoint is only an optimisation for readers."""
+    checkpoint when it is due, and clean up the expired log. Never raises for a failure to
+    do so (a warning is logged): the commit has landed, and a checkpoint is only an
+    optimisation for readers."""
     table = store.root
     metadata = next((a for a in actions if isinstance(a, Metadata)), base.metadata)
     try:
         if not checkpoint_due(version, metadata.configuration):
             return None
-        result = await write_checkpoint(store, replay(table, [(version, actions)], base=base))
+        return await checkpoint_and_clean(store, replay(table, [(version, actions)], base=base))
     except Exception as exc:  # whatever it is, the commit stands
         _log.warning("checkpoint_failed", table=table, version=version, error=str(exc))
         return None
-    if isinstance(result, CheckpointWritten):
-        _log.info(
-            "checkpoint_written",
-            table=table,
-            version=version,
-            path=result.key,
-            actions=result.actions,
-            bytes=result.size_in_bytes,
-        )
-    return result

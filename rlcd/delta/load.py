@@ -53,7 +53,7 @@ from rlcd.delta.partitions import object_key
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, replay_columns
 from rlcd.errors import CorruptLogError, DeletionVectorError, NotFoundError
-from rlcd.storage.base import ObjectStore
+from rlcd.storage.base import ObjectMeta, ObjectStore
 
 __all__ = (
     "load_snapshot",
@@ -62,6 +62,9 @@ __all__ = (
     "read_commit",
     "read_commits_after",
     "list_log",
+    "list_log_files",
+    "newest_checkpoint",
+    "read_sidecar_names",
     "read_deletion_vector",
     "table_config",
 )
@@ -77,8 +80,15 @@ async def list_log(store: ObjectStore, *, after_version: int | None = None) -> l
     """The versioned files of ``_delta_log`` (sorted), optionally only from ``after_version``
     on; the listing starts after the bare 20-digit prefix, so that version's own files are
     included (delta-protocol.md §1.8)."""
+    return [path for path, _ in await list_log_files(store, after_version=after_version)]
+
+
+async def list_log_files(
+    store: ObjectStore, *, after_version: int | None = None
+) -> list[tuple[LogPath, ObjectMeta]]:
+    """:func:`list_log` with what the listing says of each file (size, modification time)."""
     start = f"{LOG_DIR}/{after_version:020d}" if after_version is not None else None
-    found: list[LogPath] = []
+    found: list[tuple[LogPath, ObjectMeta]] = []
     async for meta in store.list(f"{LOG_DIR}/", start_after=start):
         name = meta.key[len(LOG_DIR) + 1 :]
         if name.startswith("_"):
@@ -87,8 +97,21 @@ async def list_log(store: ObjectStore, *, after_version: int | None = None) -> l
             continue
         parsed = LogPath.parse(name)
         if parsed is not None:
-            found.append(parsed)
+            found.append((parsed, meta))
     return found
+
+
+async def newest_checkpoint(store: ObjectStore) -> int | None:
+    """The version of the newest checkpoint in the log (any kind; None: there is none),
+    listed from the version ``_last_checkpoint`` names, or from the start when that finds
+    none."""
+    hint = await _last_checkpoint_version(store)
+    for start in (hint, None) if hint is not None else (None,):
+        paths = await list_log(store, after_version=start)
+        found = max((p.version for p in paths if p.is_checkpoint), default=None)
+        if found is not None:
+            return found
+    return None
 
 
 def _checksum_ok(hint: dict[str, Any]) -> bool:
@@ -298,6 +321,22 @@ async def _read_checkpoint(
         )
         files += [f for part in more for f in part]
     return version, files
+
+
+async def read_sidecar_names(store: ObjectStore, checkpoint: LogPath, *, table: str) -> set[str]:
+    """The file names (under ``_delta_log/_sidecars/``) of the sidecars a single-file
+    checkpoint names; a sidecar elsewhere is refused, as a load refuses it."""
+    version = checkpoint.version
+    parts = await _read_checkpoint_file(
+        store, checkpoint.key, checkpoint.fmt or "parquet", table=table, version=version
+    )
+    keys = [
+        _sidecar_key(store.root, a.path, table=table, version=version)
+        for part in parts
+        for a in part.others
+        if isinstance(a, Sidecar)
+    ]
+    return {key.rsplit("/", 1)[-1] for key in keys}
 
 
 def _sidecar_key(root: str, path: str, *, table: str, version: int) -> str:

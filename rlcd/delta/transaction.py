@@ -12,7 +12,8 @@ the state and the winners that took the version into the state of the next attem
 3. on a conflict, replay the winners onto the snapshot, ``rebase``, wait a jittered backoff
    (the full-jitter schedule of :mod:`rlcd.storage.retry`) and go back to 1;
 4. once committed, write the version's checkpoint when ``delta.checkpointInterval`` says it is
-   due (:func:`rlcd.delta.checkpoint_writer.checkpoint_after_commit`; a failure is a warning).
+   due, then clean up the expired log
+   (:func:`rlcd.delta.checkpoint_writer.checkpoint_after_commit`; a failure is a warning).
 
 An ambiguous put (the store failed, so the object may or may not have been stored) is settled
 by putting the same bytes again and reading the ``txnId`` of whatever holds the version (Spark

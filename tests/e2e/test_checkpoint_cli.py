@@ -4,12 +4,14 @@ delta-rs reads the table from it with the earlier commits gone."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.cli import rlcd
-from tests.integration.tables import delta_rs_rows, partitioned
+from tests.integration.tables import append, batch, delta_rs_rows, partitioned
 
 pytestmark = pytest.mark.e2e
 
@@ -34,3 +36,28 @@ def test_checkpoint_command(tmp_path: Path) -> None:
 def test_checkpoint_of_a_missing_table(tmp_path: Path) -> None:
     missing = rlcd("checkpoint", str(tmp_path / "nothing"))
     assert missing.returncode == 3, missing.stderr
+
+
+def test_checkpoint_command_cleans_the_expired_log(tmp_path: Path) -> None:
+    """A checkpoint of 4 written 40 days ago (and the commits up to it) has expired: after the
+    next checkpoint, the command deletes the files before it and says so."""
+    for i in range(5):
+        append(tmp_path, batch(i * 10, 10))
+    log = tmp_path / "_delta_log"
+    assert rlcd("checkpoint", str(tmp_path)).returncode == 0
+    append(tmp_path, batch(50, 10))  # before the ageing: delta-rs cleans the log up as well
+    for name in [f"{v:020d}.json" for v in range(4)] + [f"{4:020d}.checkpoint.parquet"]:
+        then = time.time() - 40 * 86_400
+        os.utime(log / name, (then, then))
+    rows = delta_rs_rows(tmp_path)
+    done = rlcd("checkpoint", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "deleted 4 expired log files (" in done.stdout
+    assert "before the checkpoint of version 4" in done.stdout
+    assert sorted(p.name for p in log.glob("0*")) == [
+        f"{4:020d}.checkpoint.parquet",
+        f"{4:020d}.json",
+        f"{5:020d}.checkpoint.parquet",
+        f"{5:020d}.json",
+    ]
+    assert delta_rs_rows(tmp_path) == rows

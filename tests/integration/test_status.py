@@ -21,6 +21,9 @@ from rlcd.daemon.metrics import (
     VacuumRecord,
     serve_metrics,
 )
+from rlcd.delta.checkpoint_writer import write_checkpoint
+from rlcd.delta.load import load_snapshot
+from rlcd.storage import LocalStore
 from tests.integration.tables import append, batch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -82,6 +85,20 @@ async def test_every_table_read_exits_0(tmp_path: Path, capsys: pytest.CaptureFi
     """With every table read, status exits 0, even with the daemon not reachable."""
     assert await _status(_config(tmp_path, "", "good")) == 0
     assert "daemon: not reachable" in capsys.readouterr().out
+
+
+async def test_the_newest_checkpoint_and_its_lag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each table's newest checkpoint and how far its version is past it (none: said so)."""
+    config = _config(tmp_path, "", "bare", "checkpointed")
+    async with LocalStore(tmp_path / "checkpointed") as store:
+        await write_checkpoint(store, await load_snapshot(store))
+    append(tmp_path / "checkpointed", batch(20, 10))
+    assert await _status(config) == 0
+    blocks = {k.rsplit("/", 1)[-1]: v for k, v in _blocks(capsys.readouterr().out).items()}
+    assert "newest checkpoint: none (readers replay every commit)" in blocks["bare"]
+    assert "newest checkpoint: version 1 (1 version behind)" in blocks["checkpointed"]
 
 
 async def test_a_discover_prefix_that_holds_nothing_is_named(

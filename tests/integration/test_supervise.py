@@ -401,3 +401,40 @@ async def test_a_quarantined_source_is_released_after_its_period(tmp_path: Path)
     registry = supervisor.metrics.registry
     table = str(TableUri.parse(str(path)))
     assert registry.get_sample_value("rlcd_quarantined_files", {"table": table}) == 1
+
+
+async def test_a_lagging_checkpoint_is_written_whoever_committed(tmp_path: Path) -> None:
+    """Versions 0..8 were committed without a checkpoint: the lag (8) passes twice the
+    interval (3), so a poll writes the checkpoint of 8 (counted, one event) under the lease;
+    the next pass finds nothing to do. A table within twice its interval gets none."""
+    lagging, fresh = tmp_path / "tables" / "lagging", tmp_path / "tables" / "fresh"
+    for i in range(8):
+        append(lagging, batch(i * 10, 10))
+    for i in range(5):
+        append(fresh, batch(i * 10, 10))
+    deltalake.DeltaTable(str(lagging)).alter.set_table_properties({"delta.checkpointInterval": "3"})
+    log = lagging / "_delta_log"  # as a writer that does not checkpoint leaves it (delta-rs
+    for file in [*log.glob("*.checkpoint.parquet"), log / "_last_checkpoint"]:  # did, at 8)
+        file.unlink()
+    config = CONFIG.replace("min_small_files = 2", "min_small_files = 1000")
+    settings = parse_settings(config, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+
+    def value(name: str, path: Path) -> float | None:
+        table = str(TableUri.parse(str(path)))
+        return supervisor.metrics.registry.get_sample_value(name, {"table": table})
+
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+        await supervisor.run(once=True)
+    written = [e for e in logs if e["event"] == "checkpoint_written"]
+    assert [(e["version"], e["table"]) for e in written] == [(8, str(TableUri.parse(str(lagging))))]
+    assert (lagging / "_delta_log" / f"{8:020d}.checkpoint.parquet").is_file()
+    assert value("rlcd_checkpoints_written_total", lagging) == 1
+    assert value("rlcd_checkpoint_lag_versions", lagging) == 0
+    assert value("rlcd_checkpoints_written_total", fresh) is None
+    assert value("rlcd_checkpoint_lag_versions", fresh) == 4
+    assert not list((fresh / "_delta_log").glob("*.checkpoint*"))
+    assert list((lagging / "_rlcd").iterdir()) == []  # the lease was released
