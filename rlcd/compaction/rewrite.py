@@ -1003,7 +1003,8 @@ def _empty_file(settings: RewriteSettings) -> bytes:
     """The file the output's writer writes without a row group: its schema and footer."""
     sink = pa.BufferOutputStream()
     parquet_writer(sink, settings).close()
-    return sink.getvalue().to_pybytes()
+    empty: bytes = sink.getvalue().to_pybytes()
+    return empty
 
 
 def _plan(

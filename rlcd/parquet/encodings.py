@@ -505,7 +505,7 @@ def _variable_width(t: pa.DataType) -> bool:
 def _decimal_bytes(precision: int) -> int:
     """The width of a fixed-length decimal: the fewest bytes whose two's complement holds
     every value of ``precision`` digits (as Parquet writers size it)."""
-    return ((10**precision - 1).bit_length() + 8) // 8
+    return (int("9" * precision).bit_length() + 8) // 8
 
 
 def _delta_packable(t: pa.DataType, decimals_as_integers: bool) -> bool:
