@@ -1,7 +1,7 @@
 """Compaction throughput, CPU, output size and memory, side by side in one run.
 
-    .venv/bin/python bench/compact.py [--shape bench|skewed|fixture|medium] [--files 200]
-        [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-conservative]
+    .venv/bin/python bench/compact.py [--shape bench|skewed|fixture|medium|medium-pyarrow]
+        [--files 200] [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-conservative]
     .venv/bin/python bench/compact.py --s3 [--latency-ms 20] ...
     .venv/bin/python bench/compact.py --bin-gib 0.5,2,4
     .venv/bin/python bench/compact.py --evict-libraries ...
@@ -485,6 +485,7 @@ _FILE_BYTES = {
     "skewed": 5.0 * 2**20,
     "fixture": 0.34 * 2**20,
     "medium": 1.7 * 2**20,
+    "medium-pyarrow": 1.7 * 2**20,
 }
 """Bytes of one 50k-row file of each shape."""
 

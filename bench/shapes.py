@@ -11,7 +11,9 @@ tables of ``--bin-gib``.
   arrays and maps, as Spark wrote them) tiled up to the size asked for, its long column shifted
   per tile so that keys stay distinct;
 - ``medium``: the ``bench`` rows in files of tens of MiB with several row groups each, written
-  by delta-rs and by pyarrow with their defaults (what the copy path copies).
+  by delta-rs and by pyarrow with their defaults (what the copy path copies);
+- ``medium-pyarrow``: the same, every file written by pyarrow (decimals as fixed-length
+  bytes, which the output then follows).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-SHAPES = ("bench", "skewed", "fixture", "medium")
+SHAPES = ("bench", "skewed", "fixture", "medium", "medium-pyarrow")
 FIXTURES = Path(
     os.environ.get("RLCD_FIXTURES", Path(__file__).resolve().parents[2] / "shared/fixtures/delta")
 )
@@ -166,27 +168,30 @@ BATCHES: dict[str, Callable[[int, int], Any]] = {
     "skewed": skewed_batch,
     "fixture": fixture_batch,
     "medium": bench_batch,
+    "medium-pyarrow": bench_batch,
 }
 
 
-def generate_medium(path: Path, files: int, rows: int) -> None:
+def generate_medium(path: Path, files: int, rows: int, *, pyarrow_only: bool = False) -> None:
     """The medium shape: ``files`` appends of the bench shape's rows, written in turn by
     delta-rs with its defaults (uncompressed) in files of two thirds of ``rows`` rows, row
     groups of a quarter of the file, and by pyarrow with its defaults (snappy, row groups of
     1Mi rows, decimals as fixed-length bytes) in files of ``rows`` rows: with ``--rows
     1500000`` files of 47 and 35 MiB (small for a 128 MiB target), several row groups each,
-    the well-formed files of batch writers."""
+    the well-formed files of batch writers. ``pyarrow_only``: every file is pyarrow's."""
     import deltalake
     import pyarrow.parquet as pq
     from deltalake.transaction import AddAction
 
     for f in range(files):
-        if f % 2 == 0:
+        if f % 2 == 0 and not pyarrow_only:
             table = bench_batch(f, rows * 2 // 3)
             props = deltalake.WriterProperties(max_row_group_size=max(1, table.num_rows // 4))
             deltalake.write_deltalake(str(path), table, mode="append", writer_properties=props)
             continue
         table = bench_batch(f, rows)
+        if f == 0:
+            deltalake.DeltaTable.create(str(path), table.schema)
         name = f"part-{f:05d}-pyarrow.snappy.parquet"
         pq.write_table(table, path / name)
         add = AddAction(
@@ -206,8 +211,8 @@ def generate(path: Path, files: int, rows: int, shape: str = "bench") -> None:
     are batch writers', see :func:`generate_medium`)."""
     import deltalake
 
-    if shape == "medium":
-        generate_medium(path, files, rows)
+    if shape.startswith("medium"):
+        generate_medium(path, files, rows, pyarrow_only=shape == "medium-pyarrow")
         return
     make = BATCHES[shape]
     for f in range(files):

@@ -83,8 +83,8 @@ from rlcd.parquet.copy_plan import (
     Reencode,
     Source,
     Step,
+    choose_plan,
     inexact_statistics,
-    plan_copy,
 )
 from rlcd.parquet.copy_plan import Run as CopyRun
 from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
@@ -171,6 +171,9 @@ class RewriteSettings:
     rewrite: str = REWRITES[0]
     min_copy_row_group: int = DEFAULT_MIN_COPY_ROW_GROUP
     recompress: bool = False  # a row group of another codec than ``codec`` is re-encoded
+    # decimals of up to 18 digits stored as INT32/INT64 (as Spark and delta-rs store them), or
+    # as fixed-length bytes (pyarrow's default); the copy path sets it per bin (``_plan``)
+    decimals_as_integers: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +218,8 @@ def parquet_writer(
     schema: pa.Schema | None = None,
 ) -> pq.ParquetWriter:
     """The writer of a bin's output file. Decimals of up to 18 digits are stored as INT32 or
-    INT64, as Spark stores them (smaller and cheaper than pyarrow's fixed-length default).
+    INT64, as Spark stores them (smaller and cheaper than pyarrow's fixed-length default),
+    unless ``settings.decimals_as_integers`` is false (a bin that copies fixed-length ones).
     Without ``encodings`` every column may take a dictionary (while it stays small). A
     ``schema`` (some of the target's fields) writes a part of each row group (see
     :mod:`rlcd.parquet.split_writer`).
@@ -237,7 +241,7 @@ def parquet_writer(
         write_statistics=True,
         write_page_checksum=True,  # a CRC-32 per page: `rlcd verify --deep` finds a changed byte
         use_compliant_nested_type=True,
-        store_decimal_as_integer=True,
+        store_decimal_as_integer=settings.decimals_as_integers,
         max_rows_per_page=None if encodings is None else settings.row_group_rows,
     )
 
@@ -397,6 +401,7 @@ class _Encoder:
                 max_rows=self.settings.row_group_rows,
                 codec=self.settings.codec,
                 small_dictionary=self.settings.dictionary_page_limit,
+                decimals_as_integers=self.settings.decimals_as_integers,
             )
             self._row_group_bytes = self._plan.row_group_bytes
             for choice in self._plan.encodings.choices:
@@ -898,7 +903,7 @@ async def _rewrite(
     if settings.rewrite == "auto":
         planned = await _copy_plan(store, bin_, settings)
         if planned is not None:
-            return await _rewrite_copying(store, bin_, settings, planned)
+            return await _rewrite_copying(store, bin_, planned.settings, planned)
     key = output_key(bin_, settings.partition_columns, settings.codec)
     fetch_send, fetch_receive = anyio.create_memory_object_stream[FetchedSource](
         # the decode stage holds one source and the fetch task one more while it waits to
@@ -972,13 +977,21 @@ async def _rewrite(
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """A bin's copy plan with at least one copy, the sources' keys and parsed footers, and
-    the empty file the output's writer writes (its footer when nothing is re-encoded)."""
+    """A bin's copy plan with at least one copy, the sources' keys and parsed footers, the
+    bin's settings with the writer's variant the plan was made for, and the empty file that
+    writer writes (its footer when nothing is re-encoded)."""
 
     plan: CopyPlan
     keys: tuple[str, ...]
     footers: tuple[pq.FileMetaData, ...]
+    settings: RewriteSettings
     empty: bytes
+
+
+_DECIMAL_VARIANTS = (True, False)
+"""The ``decimals_as_integers`` values a bin's output may be written with, today's first: the
+copy path writes the output as most of the bytes it copies are stored (pyarrow's files hold
+fixed-length decimals, Spark's and delta-rs' integers)."""
 
 
 def _tail_footer(data: bytes) -> bytes:
@@ -986,25 +999,34 @@ def _tail_footer(data: bytes) -> bytes:
     return data[len(data) - footer_span(data[-8:], len(data)) :]
 
 
+def _empty_file(settings: RewriteSettings) -> bytes:
+    """The file the output's writer writes without a row group: its schema and footer."""
+    sink = pa.BufferOutputStream()
+    parquet_writer(sink, settings).close()
+    empty: bytes = sink.getvalue().to_pybytes()
+    return empty
+
+
 def _plan(
     bin_: Bin, settings: RewriteSettings, keys: tuple[str, ...], spans: list[bytes]
 ) -> _Planned | None:
-    sink = pa.BufferOutputStream()
-    parquet_writer(sink, settings).close()
-    empty = sink.getvalue().to_pybytes()
+    """The copy plan under the writer's variant that copies the most source bytes."""
+    variants = [replace(settings, decimals_as_integers=v) for v in _DECIMAL_VARIANTS]
+    empties = [_empty_file(variant) for variant in variants]
     sources = [
         Source(span, add.deletion_vector is not None)
         for span, add in zip(spans, bin_.sources, strict=True)
     ]
-    plan = plan_copy(
+    chosen, plan = choose_plan(
         sources,
-        OutputSchema.of(_tail_footer(empty)),
+        [OutputSchema.of(_tail_footer(empty)) for empty in empties],
         settings.min_copy_row_group,
         codec=_PARQUET_CODECS[settings.codec] if settings.recompress else None,
     )
     if not any(isinstance(step, Copy) for step in plan.steps):
         return None
-    return _Planned(plan, keys, tuple(parse_footer(span) for span in spans), empty)
+    footers = tuple(parse_footer(span) for span in spans)
+    return _Planned(plan, keys, footers, variants[chosen], empties[chosen])
 
 
 async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
@@ -1265,6 +1287,7 @@ async def _rewrite_copying(
         reencoded_row_groups=len(assembly.row_groups) - copied,
         reencoded_bytes=moved.encoded,
         reasons=sorted({str(c.reason) for c in planned.plan.choices if c.reason is not None}),
+        decimals_as_integers=settings.decimals_as_integers,
     )
     physical = tuple(footer.num_rows for footer in planned.footers)
     live = [p - s.deleted_rows for p, s in zip(physical, bin_.sources, strict=True)]

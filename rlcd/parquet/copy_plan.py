@@ -30,6 +30,10 @@ a row group is copied only when all of these hold, and is otherwise re-encoded w
 Row groups to re-encode that follow each other are grouped into one :class:`Reencode` step,
 which the writer turns into full row groups; every source's rows stay one run in write order,
 since the steps follow the sources' order and each source's row groups in theirs.
+
+The output's writer can write more than one Parquet schema for the same table (decimals as
+integers or as fixed-length bytes): :func:`choose_plan` plans the bin under each and keeps
+the one that copies the most bytes, so the output follows what most of its sources hold.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ __all__ = (
     "CopyPlan",
     "metadata",
     "plan_copy",
+    "choose_plan",
     "inexact_statistics",
 )
 __pure__ = True
@@ -325,6 +330,36 @@ def plan_copy(
             else:
                 steps.append(Reencode((Run(index, number, number + 1, rows),)))
     return CopyPlan(tuple(choices), _merged(steps))
+
+
+def choose_plan(
+    sources: Sequence[Source],
+    outputs: Sequence[OutputSchema],
+    min_copy_row_group: int,
+    *,
+    codec: int | None = None,
+) -> tuple[int, CopyPlan]:
+    """Of the schemas the output's writer can write (``outputs``, the preferred first), the
+    index of the one under which :func:`plan_copy` copies the most compressed bytes of
+    ``sources``, and its plan; on a tie, the earliest (so with nothing to copy, the first).
+
+    Raises:
+        ValueError: ``outputs`` is empty, or a footer does not parse.
+    """
+    if not outputs:
+        raise ValueError("no output schema to plan for")
+    chosen, best = 0, plan_copy(sources, outputs[0], min_copy_row_group, codec=codec)
+    for index in range(1, len(outputs)):
+        if outputs[index] in outputs[:index]:  # the same schema plans the same
+            continue
+        plan = plan_copy(sources, outputs[index], min_copy_row_group, codec=codec)
+        if _copied_bytes(plan) > _copied_bytes(best):
+            chosen, best = index, plan
+    return chosen, best
+
+
+def _copied_bytes(plan: CopyPlan) -> int:
+    return sum(choice.size for choice in plan.choices if choice.copy)
 
 
 def _merged(steps: list[Step]) -> tuple[Step, ...]:

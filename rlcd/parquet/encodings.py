@@ -11,8 +11,10 @@ column of a primitive type, the bytes of each encoding it considers:
   limit: its page (the distinct values, estimated for the whole row group by
   :func:`distinct_estimate`) and its indices at their bit width;
 - ``DELTA_BINARY_PACKED`` for integers, dates, timestamps and decimals of up to 18 digits
-  (stored as INT32 or INT64): the size the encoder would need, estimated as it packs (the bit
-  width of the deltas in each miniblock of 32);
+  where the file stores them as INT32 or INT64 (``decimals_as_integers``; stored as
+  fixed-length bytes, which the encoding does not apply to, they are not considered): the
+  size the encoder would need, estimated as it packs (the bit width of the deltas in each
+  miniblock of 32);
 - plain.
 
 Of the encodings estimated no larger than plain, it chooses the smallest that pays: a
@@ -160,6 +162,7 @@ def plan_file(
     max_rows: int,
     codec: str,
     small_dictionary: int = SMALL_DICTIONARY,
+    decimals_as_integers: bool = True,
 ) -> FilePlan:
     """The plan of a file whose first ``row_group_bytes`` of rows are ``first_row_group``: row
     groups of that size, or of ``grown_bytes`` (at most ``max_rows`` rows) where a column
@@ -170,12 +173,14 @@ def plan_file(
     group: its estimates are then made for its own rows, never for a row group it will not
     fill. A chosen dictionary may take a quarter of the row group's bytes. A column whose
     estimates leave encodings in contention gets, of those, the one that encodes its first row
-    group smallest with ``codec`` (see the module header)."""
+    group smallest with ``codec`` (see the module header). ``decimals_as_integers`` says how
+    the file's writer stores decimals of up to 18 digits (``store_decimal_as_integer``)."""
     here = choose_encodings(
         first_row_group,
         footers,
         dictionary_limit=row_group_bytes // 4,
         small_dictionary=small_dictionary,
+        decimals_as_integers=decimals_as_integers,
     )
     plan = FilePlan(here, row_group_bytes)
     rows = min(max_rows, first_row_group.num_rows * grown_bytes // max(1, first_row_group.nbytes))
@@ -186,6 +191,7 @@ def plan_file(
             dictionary_limit=grown_bytes // 4,
             small_dictionary=small_dictionary,
             rows=rows,
+            decimals_as_integers=decimals_as_integers,
         )
         names = set(first_row_group.column_names)
         if any(
@@ -196,11 +202,16 @@ def plan_file(
             for small, large in zip(here.choices, grown.choices, strict=True)
         ):
             plan = FilePlan(grown, grown_bytes)
-    return _tried(plan, here, first_row_group, codec, max_rows)
+    return _tried(plan, here, first_row_group, codec, max_rows, decimals_as_integers)
 
 
 def _tried(
-    plan: FilePlan, here: ColumnEncodings, first_row_group: pa.Table, codec: str, page_rows: int
+    plan: FilePlan,
+    here: ColumnEncodings,
+    first_row_group: pa.Table,
+    codec: str,
+    page_rows: int,
+    decimals_as_integers: bool,
 ) -> FilePlan:
     """``plan`` with, for each column that has contenders, the one that encodes the first row
     group smallest; within :data:`_TIE` of it, the cheaper to write (plain, then delta packing,
@@ -221,7 +232,15 @@ def _tried(
             continue
         ways = [e for e in _CHEAPEST_FIRST if any(e in c.contenders for c in leaves)]
         limit = encodings.page_limit([*chosen, *(c.dictionary_bytes for c in leaves)])
-        sizes = trial_encoded_bytes(field, column, codec, limit, page_rows, ways)
+        sizes = trial_encoded_bytes(
+            field,
+            column,
+            codec,
+            limit,
+            page_rows,
+            ways,
+            decimals_as_integers=decimals_as_integers,
+        )
         by_leaf = dict(zip(leaf_paths(field), sizes, strict=True))
         for leaf in leaves:
             weighed = [
@@ -254,12 +273,14 @@ def trial_encoded_bytes(
     dictionary_limit: int,
     page_rows: int,
     encodings: Sequence[str] = (DICTIONARY, PLAIN),
+    *,
+    decimals_as_integers: bool = True,
 ) -> list[tuple[int, ...]]:
     """The bytes of each leaf column chunk of ``field`` (its values ``column``) compressed with
     ``codec``, in :func:`leaf_paths` order: one size per encoding of ``encodings``, in their
     order (a dictionary of at most ``dictionary_limit`` bytes, as the file's writer builds it;
-    ``DELTA_BINARY_PACKED`` applies to every leaf). Statistics are left out: they would weigh
-    the same."""
+    ``DELTA_BINARY_PACKED`` applies to every leaf), decimals stored as the file's writer
+    stores them. Statistics are left out: they would weigh the same."""
     table = pa.Table.from_arrays([column], schema=pa.schema([field]))
     chunks = []
     for encoding in encodings:
@@ -274,7 +295,7 @@ def trial_encoded_bytes(
             dictionary_pagesize_limit=dictionary_limit,
             write_statistics=False,
             use_compliant_nested_type=True,
-            store_decimal_as_integer=True,
+            store_decimal_as_integer=decimals_as_integers,
             max_rows_per_page=page_rows,
         )
         writer.write_table(table, row_group_size=max(1, table.num_rows))
@@ -293,11 +314,14 @@ def choose_encodings(
     dictionary_limit: int,
     small_dictionary: int = SMALL_DICTIONARY,
     rows: int | None = None,
+    decimals_as_integers: bool = True,
 ) -> ColumnEncodings:
     """The encodings of a file whose first row group is ``first_row_group``, given the footers
     of the sources read so far (see the module header), for row groups of ``rows`` (those of
     ``first_row_group`` unless given). A dictionary chosen from the data may take up to
-    ``dictionary_limit`` bytes; one kept without looking, ``small_dictionary``."""
+    ``dictionary_limit`` bytes; one kept without looking, ``small_dictionary``. Decimals of up
+    to 18 digits are stored as integers, or with ``decimals_as_integers`` false as fixed-length
+    bytes."""
     if rows is None:
         rows = first_row_group.num_rows
     choices: list[EncodingChoice] = []
@@ -314,7 +338,17 @@ def choose_encodings(
                 for path in leaf_paths(field)
             )
             continue
-        choices.append(_choose(field.name, t, _sample(column), rows, footers, dictionary_limit))
+        choices.append(
+            _choose(
+                field.name,
+                t,
+                _sample(column),
+                rows,
+                footers,
+                dictionary_limit,
+                decimals_as_integers,
+            )
+        )
     return ColumnEncodings(tuple(choices), small_dictionary, dictionary_limit)
 
 
@@ -325,6 +359,7 @@ def _choose(
     rows: int,
     footers: Sequence[pq.FileMetaData],
     dictionary_limit: int,
+    decimals_as_integers: bool,
 ) -> EncodingChoice:
     """The choice for a flat column (see the module header), and its contenders: plain and the
     encodings estimated no larger."""
@@ -333,7 +368,7 @@ def _choose(
     if live == 0:
         return EncodingChoice(name, PLAIN, "no values in the sample")
     whole = rows * live // len(sample)
-    width = _value_bytes(t, sample, live)
+    width = _value_bytes(t, sample, live, decimals_as_integers)
     plain = int(whole * width)
     estimated = {PLAIN: plain}  # the bytes of each encoding still in contention
     pays: list[str] = []
@@ -352,7 +387,7 @@ def _choose(
             reason = f"~{estimate} distinct of {whole} values, {width:.0f} B each"
             if estimate * 2 <= whole:
                 pays.append(DICTIONARY)
-    if _delta_packable(t):
+    if _delta_packable(t, decimals_as_integers):
         packed = _delta_bytes(sample) * whole // live
         estimated[DELTA_BINARY_PACKED] = packed
         reason += f"; deltas pack {plain} B into ~{packed} B"
@@ -440,11 +475,15 @@ def _column_index(footer: pq.FileMetaData, name: str) -> int | None:
     return next((i for i in range(len(schema)) if schema.column(i).path == name), None)
 
 
-def _value_bytes(t: pa.DataType, sample: pa.ChunkedArray, live: int) -> float:
+def _value_bytes(
+    t: pa.DataType, sample: pa.ChunkedArray, live: int, decimals_as_integers: bool
+) -> float:
     """A value's size in a dictionary page: its physical width, or for strings and binaries
     their mean length plus the 4-byte length prefix."""
-    if pa.types.is_decimal(t):  # stored as INT32 or INT64 up to 18 digits (as Spark does)
-        return 4 if t.precision <= 9 else 8 if t.precision <= 18 else 16
+    if pa.types.is_decimal(t):
+        if decimals_as_integers and t.precision <= 18:  # INT32 or INT64, as Spark stores them
+            return 4 if t.precision <= 9 else 8
+        return _decimal_bytes(t.precision)
     if _variable_width(t):
         lengths = pc.sum(pc.binary_length(sample)).as_py() or 0
         return float(lengths) / live + 4
@@ -463,11 +502,18 @@ def _variable_width(t: pa.DataType) -> bool:
     )
 
 
-def _delta_packable(t: pa.DataType) -> bool:
-    """Integers, dates, timestamps and decimals of up to 18 digits: INT32 and INT64 columns
-    that Delta readers decode in ``DELTA_BINARY_PACKED``."""
+def _decimal_bytes(precision: int) -> int:
+    """The width of a fixed-length decimal: the fewest bytes whose two's complement holds
+    every value of ``precision`` digits (as Parquet writers size it)."""
+    return (int("9" * precision).bit_length() + 8) // 8
+
+
+def _delta_packable(t: pa.DataType, decimals_as_integers: bool) -> bool:
+    """Integers, dates, timestamps and, stored as integers, decimals of up to 18 digits: INT32
+    and INT64 columns that Delta readers decode in ``DELTA_BINARY_PACKED`` (a fixed-length
+    column cannot take it)."""
     if pa.types.is_decimal128(t):
-        return bool(t.precision <= 18)
+        return decimals_as_integers and bool(t.precision <= 18)
     return bool(
         pa.types.is_signed_integer(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t)
     ) and t.bit_width in (32, 64)

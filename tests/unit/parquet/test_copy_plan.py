@@ -5,6 +5,7 @@ an unknown field, another schema, a layout it cannot move, a small row group).""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
 from functools import cache
 
 import pyarrow as pa
@@ -35,6 +36,7 @@ from rlcd.parquet.copy_plan import (
     Reencode,
     Run,
     Source,
+    choose_plan,
     inexact_statistics,
     metadata,
     plan_copy,
@@ -352,3 +354,59 @@ def test_recompressing_reencodes_row_groups_of_another_codec() -> None:
     plan = plan_copy(sources, _output(), 0, codec=6)  # ZSTD in parquet.thrift
     assert {c.source for c in plan.choices if c.copy} == {0}
     assert {c.reason for c in plan.choices if c.source == 1} == {Reason.CODEC}
+
+
+def _decimals(rows: int, start: int = 0) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + rows), pa.int64()),
+            "price": pa.array(
+                [Decimal(i) / 100 for i in range(start, start + rows)], pa.decimal128(12, 2)
+            ),
+        }
+    )
+
+
+def _decimal_file(rows: int, *, as_integers: bool) -> bytes:
+    """A file of :func:`_decimals` whose decimals are INT64 or fixed-length bytes."""
+    written = write(_decimals(rows), 500, store_decimal_as_integer=as_integers)
+    return footer(written)
+
+
+def _decimal_outputs() -> list[OutputSchema]:
+    """The output's schemas, today's (integers) first, as the rewrite offers them."""
+    return [
+        OutputSchema.of(footer(write(_decimals(0), 100, store_decimal_as_integer=flag)))
+        for flag in (True, False)
+    ]
+
+
+def test_the_schema_that_copies_the_most_bytes_is_chosen() -> None:
+    """Of the schemas the writer can write, the plan copies under the one that most of the
+    sources' bytes are stored in: the fixed-length file of 3,000 rows outweighs the integer
+    one of 1,000, which is then re-encoded (into the fixed-length output)."""
+    integers = Source(_decimal_file(1_000, as_integers=True), False)
+    fixed = Source(_decimal_file(3_000, as_integers=False), False)
+    chosen, plan = choose_plan([integers, fixed], _decimal_outputs(), 0)
+    assert chosen == 1
+    assert [c.source for c in plan.choices if c.copy] == [1] * 6
+    assert {c.reason for c in plan.choices if c.source == 0} == {Reason.SCHEMA}
+    assert plan == plan_copy([integers, fixed], _decimal_outputs()[1], 0)
+    chosen, plan = choose_plan(
+        [Source(_decimal_file(3_000, as_integers=True), False), fixed], _decimal_outputs(), 0
+    )
+    assert chosen == 0  # now the integers weigh more
+    assert [c.source for c in plan.choices if c.copy] == [0] * 6
+
+
+def test_a_tie_keeps_the_first_schema() -> None:
+    """Nothing copied either way (a deletion vector, a schema neither has) keeps the
+    preferred, first schema; a schema listed twice is planned once and never chosen over its
+    first listing."""
+    fixed = Source(_decimal_file(1_000, as_integers=False), False)
+    assert choose_plan([Source(fixed.footer, True)], _decimal_outputs(), 0)[0] == 0
+    assert choose_plan([Source(footer(_file()), False)], _decimal_outputs(), 0)[0] == 0
+    outputs = _decimal_outputs()
+    assert choose_plan([fixed], [outputs[1], outputs[1]], 0)[0] == 0
+    with pytest.raises(ValueError, match="no output schema"):
+        choose_plan([fixed], [], 0)

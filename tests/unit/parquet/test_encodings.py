@@ -89,6 +89,43 @@ def test_choice_follows_the_data(values: pa.Array, expected: str) -> None:
     assert chosen(pa.table({"c": values})) == {"c": expected}
 
 
+@pytest.mark.parametrize("precision", [3, 9, 12, 18, 19, 38])
+def test_fixed_length_decimals_are_never_delta_packed(precision: int) -> None:
+    """Decimals the writer stores as fixed-length bytes (a bin following pyarrow's files)
+    never get ``DELTA_BINARY_PACKED``, which does not apply to them: sorted ones stay plain,
+    repeating ones take a dictionary whose page is sized by the bytes the writer stores; the
+    plan's trial writes them so, and the file its writer writes holds them so."""
+    sorted_ = decimals(np.arange(ROWS) % 10 ** min(precision, 6), precision)
+    repeating = decimals(RNG.integers(0, 50, ROWS), precision)
+    table = pa.table({"s": sorted_, "r": repeating})
+    plan = plan_file(
+        table,
+        [],
+        row_group_bytes=1 << 30,
+        grown_bytes=1 << 30,
+        max_rows=ROWS,
+        codec="zstd",
+        decimals_as_integers=False,
+    )
+    encodings = {c.column: c.encoding for c in plan.encodings.choices}
+    assert DELTA_BINARY_PACKED not in encodings.values()
+    assert encodings["r"] == DICTIONARY
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(
+        sink,
+        table.schema,
+        store_decimal_as_integer=False,
+        use_dictionary=plan.encodings.use_dictionary,
+        column_encoding=plan.encodings.column_encoding or None,
+    ) as writer:
+        writer.write_table(table)
+    schema = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
+    assert {schema.column(i).physical_type for i in range(2)} == {"FIXED_LEN_BYTE_ARRAY"}
+    width = schema.column(0).length
+    chosen = next(c for c in plan.encodings.choices if c.column == "r")
+    assert f"{width} B each" in chosen.reason
+
+
 def test_a_sample_block_of_nulls_only_is_no_obstacle() -> None:
     """A run of null decimals between sorted ones (a sample block with no value) still
     packs."""
