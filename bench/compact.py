@@ -18,7 +18,9 @@ Generates one Delta table of the chosen shape (``bench/shapes.py``: ``--files`` 
 - ``floor`` (local only): pyarrow reading every file and writing them into one file per target
   size (the least work any compactor can do, with no Delta bookkeeping);
 - ``rlcd-nocount``: ``compact_table`` called in a process of its own with the batch counter
-  switched off (the counter's cost, against ``rlcd-lib``, the same call with it on).
+  switched off (the counter's cost, against ``rlcd-lib``, the same call with it on);
+  ``rlcd-lib`` also reports the bytes its store moved (``rlcd.storage.metered``): fetched,
+  uploaded, and copied by S3 itself.
 
 Each run is a fresh process on a fresh copy of the table (``--s3``: a server-side copy on a moto
 server this command starts, optionally behind a proxy adding ``--latency-ms`` to each request,
@@ -156,13 +158,16 @@ def run_floor(uri: str, target: int) -> None:
         writer.close()
 
 
-def run_rlcd(uri: str, target: int, *, count: bool) -> None:
+def run_rlcd(uri: str, target: int, *, count: bool) -> dict[str, int]:
+    """Compact through a metered store; the bytes it moved, by operation (``get``: fetched,
+    ``upload``: sent, ``copy``: copied by the store itself)."""
     import anyio
 
     from rlcd.compaction.compact import compact_table
     from rlcd.compaction.policy import CompactionPolicy
     from rlcd.daemon.logging import configure_logging
     from rlcd.storage import S3Config, open_store
+    from rlcd.storage.metered import MeteredStore
 
     configure_logging(level="warning")  # as the command does
     s3 = None
@@ -170,13 +175,15 @@ def run_rlcd(uri: str, target: int, *, count: bool) -> None:
         s3 = S3Config(endpoint_url=os.environ["AWS_ENDPOINT_URL"], addressing_style="path")
     policy = CompactionPolicy(target_file_size=target)
 
-    async def go() -> None:
+    async def go() -> dict[str, int]:
         async with open_store(uri, s3=s3) as store:
-            report = await compact_table(store, policy, count_rows=count)
+            metered = MeteredStore(store)
+            report = await compact_table(metered, policy, count_rows=count)
             assert report.committed_version is not None and not report.failed
             assert (report.untagged == 0) == count
+            return dict(metered.bytes)
 
-    anyio.run(go)
+    return anyio.run(go)
 
 
 def import_contender(name: str, s3: bool) -> None:
@@ -204,19 +211,19 @@ def child(name: str, uri: str, target: int, result: Path) -> None:
     import_contender(name, uri.startswith("s3://"))
     before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
+    moved: dict[str, int] = {}
     if name == "deltalake":
         run_deltalake(uri, target)
     elif name == "floor":
         run_floor(uri, target)
     else:
-        run_rlcd(uri, target, count=name != "rlcd-nocount")
+        moved = run_rlcd(uri, target, count=name != "rlcd-nocount")
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     peak = _peak_rss_kib()
-    result.write_text(
-        json.dumps({"work_seconds": seconds, "work_cpu_seconds": cpu, "max_rss_kib": peak})
-    )
+    run = {"work_seconds": seconds, "work_cpu_seconds": cpu, "max_rss_kib": peak}
+    result.write_text(json.dumps(run | ({"storage_bytes": moved} if moved else {})))
 
 
 def imports_only(name: str, s3: bool, result: Path) -> None:
@@ -363,6 +370,9 @@ def _line(name: str, run: dict[str, Any]) -> str:
     )
     if "requests" in run:
         text += f", {run['requests']} requests {run['requests_by_method']}"
+    if "storage_bytes" in run:  # rlcd-lib: what its metered store moved, in MiB
+        moved = {op: round(n / 2**20, 1) for op, n in sorted(run["storage_bytes"].items()) if n}
+        text += f", storage MiB {moved}"
     return text
 
 

@@ -5,6 +5,7 @@ Split by what the caller does about it::
     RlcdError
     ├── StorageError              an object-store call failed (names operation and key)
     │   ├── NotFoundError         the object does not exist
+    │   ├── CopyRefusedError      the store refused a server-side copy: fetch the bytes instead
     │   └── TransientStorageError throttling, 5xx, reset, timeout: worth retrying
     │       └── RetriesExhaustedError  ... and the retries ran out
     ├── TableError                the table's content is bad or unusable (names table/version/path)
@@ -24,6 +25,7 @@ __all__ = (
     "RlcdError",
     "StorageError",
     "NotFoundError",
+    "CopyRefusedError",
     "TransientStorageError",
     "RetriesExhaustedError",
     "TableError",
@@ -57,6 +59,12 @@ class NotFoundError(StorageError):
 
     def __init__(self, *, operation: str, key: str) -> None:
         super().__init__("not found", operation=operation, key=key)
+
+
+class CopyRefusedError(StorageError):
+    """The store refused to copy a range of one of its objects itself (S3: a 4xx other than
+    throttling on ``UploadPartCopy``, such as ``AccessDenied``); nothing was stored, and the
+    same bytes may still be fetched and sent."""
 
 
 class TransientStorageError(StorageError):

@@ -4,10 +4,10 @@ A bin's rewrite with ``rewrite = "auto"`` plans, from each source's footer, whic
 are copied as they are (:mod:`rlcd.parquet.copy_plan`); the rest is re-encoded into a local
 *encoded* file, and :mod:`rlcd.parquet.assemble` lays the output out of both. This module
 reads the footers (ranged GETs of each file's tail), writes the output's pieces (on a local
-store with ``os.copy_file_range``, falling back to reads and writes; elsewhere by ranged GETs
-of the sources fed to the store's multipart writer) and reads the output's footer back for
-:func:`~rlcd.parquet.assemble.check_output`. Server-side copies (``UploadPartCopy``) are
-issue 39's phase 3.
+store with ``os.copy_file_range``, falling back to reads and writes; elsewhere into the
+store's multipart writer, a long range copied by the store itself where the writer can, as
+S3's ``UploadPartCopy`` does, the rest by ranged GETs of the sources) and reads the output's
+footer back for :func:`~rlcd.parquet.assemble.check_output`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Final
 
 import anyio.to_thread
+import structlog
 
-from rlcd.parquet.assemble import Assembly, EncodedRange, SourceRange
-from rlcd.parquet.footer import footer_span
-from rlcd.storage.base import LocalFiles, ObjectStore, ObjectWriter
+from rlcd.errors import CopyRefusedError
+from rlcd.parquet.assemble import Assembly, EncodedRange, Piece, SourceRange
+from rlcd.parquet.footer import MAGIC, footer_span
+from rlcd.storage.base import LocalFiles, ObjectStore, ObjectWriter, PartCopier
 
 __all__ = ("FOOTER_GUESS", "CopiedBytes", "read_footer", "write_local", "write_streamed")
 
@@ -31,13 +33,17 @@ takes a second GET."""
 _CHUNK: Final = 8 * 1024 * 1024
 """The most bytes of a range held at once while streaming it (one multipart part's worth)."""
 
+_log = structlog.get_logger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class CopiedBytes:
-    """What writing an output moved: bytes of copied row groups and of encoded ones."""
+    """What writing an output moved: bytes of copied row groups and of encoded ones, and of
+    the copied, those the store copied itself (``server``: they never passed through rlcd)."""
 
     copied: int
     encoded: int
+    server: int = 0
 
 
 async def read_footer(store: ObjectStore, key: str, size: int) -> bytes:
@@ -119,6 +125,46 @@ def _read_encoded(path: str, start: int, stop: int) -> bytes:
         return f.read(stop - start)
 
 
+async def _write_range(
+    store: ObjectStore,
+    writer: ObjectWriter,
+    source: str | None,
+    encoded: str,
+    start: int,
+    stop: int,
+) -> None:
+    """The bytes ``[start, stop)`` of the object ``source`` (ranged GETs) or, when it is None,
+    of the local file ``encoded``, written to ``writer`` a chunk at a time."""
+    for begin in range(start, stop, _CHUNK):
+        end = min(stop, begin + _CHUNK)
+        if source is not None:
+            data = bytes(await store.get(source, start=begin, end=end))
+        else:
+            data = await anyio.to_thread.run_sync(_read_encoded, encoded, begin, end)
+        if len(data) != end - begin:
+            raise ValueError(f"a range {begin}:{end} read back {len(data)} bytes")
+        await writer.write(data)
+
+
+async def _magic_joined(
+    store: ObjectStore, copier: PartCopier, pieces: tuple[Piece, ...], sources: Sequence[str]
+) -> tuple[Piece, ...]:
+    """The pieces with the leading magic taken into the first source's range when that range
+    follows it at once and is long enough to copy: every Parquet file starts with the same 4
+    bytes, so the store copies them too, where else the first part would have to be filled
+    by fetching its first 5 MiB. The source's first 4 bytes are read to be sure."""
+    if len(pieces) < 2 or pieces[0] != MAGIC:
+        return pieces
+    first = pieces[1]
+    if not isinstance(first, SourceRange) or first.start != len(MAGIC):
+        return pieces
+    if copier.lead(first.stop) is None:
+        return pieces
+    if bytes(await store.get(sources[first.source], start=0, end=len(MAGIC))) != MAGIC:
+        return pieces
+    return (SourceRange(first.source, 0, first.stop), *pieces[2:])
+
+
 async def write_streamed(
     store: ObjectStore,
     writer: ObjectWriter,
@@ -126,24 +172,44 @@ async def write_streamed(
     sources: Sequence[str],
     encoded: str,
 ) -> CopiedBytes:
-    """Write the output's pieces into the store's streaming ``writer``: the sources' ranges by
-    ranged GETs of the objects ``sources`` (keys, by index), the encoded file's from the local
-    file ``encoded``, at most one chunk held at a time.
+    """Write the output's pieces into the store's streaming ``writer``: the encoded file's
+    ranges from the local file ``encoded``, the sources' ranges (of the objects ``sources``,
+    keys by index) copied by the store where the writer has a
+    :class:`~rlcd.storage.base.PartCopier` and the range is long enough, else by ranged GETs;
+    at most one chunk held at a time. A refused copy (the copy source's permissions) is
+    logged once (``part_copy_refused``) and the rest of the output is fetched.
 
     Raises:
         StorageError, NotFoundError: a GET or the upload failed.
+        ValueError: a range read back short.
     """
-    for piece in assembly.pieces:
+    copier = writer.part_copier()
+    pieces = assembly.pieces
+    if copier is not None:
+        pieces = await _magic_joined(store, copier, pieces, sources)
+    server = 0
+    for piece in pieces:
         if isinstance(piece, bytes):
             await writer.write(piece)
             continue
-        for start in range(piece.start, piece.stop, _CHUNK):
-            stop = min(piece.stop, start + _CHUNK)
-            if isinstance(piece, SourceRange):
-                data = bytes(await store.get(sources[piece.source], start=start, end=stop))
+        if isinstance(piece, EncodedRange):
+            await _write_range(store, writer, None, encoded, piece.start, piece.stop)
+            continue
+        source, start = sources[piece.source], piece.start
+        lead = None if copier is None else copier.lead(piece.stop - start)
+        if copier is not None and lead is not None:
+            await _write_range(store, writer, source, encoded, start, start + lead)
+            start += lead
+            try:
+                await copier.copy(source, start, piece.stop)
+            except CopyRefusedError as exc:
+                _log.warning("part_copy_refused", key=writer.key, error=str(exc))
+                copier = None
             else:
-                data = await anyio.to_thread.run_sync(_read_encoded, encoded, start, stop)
-            if len(data) != stop - start:
-                raise ValueError(f"a range {start}:{stop} read back {len(data)} bytes")
-            await writer.write(data)
-    return _pieces_sizes(assembly)
+                server += piece.stop - start
+                continue
+        await _write_range(store, writer, source, encoded, start, piece.stop)
+    sizes = _pieces_sizes(assembly)
+    # a leading magic the store copied is no row group's byte
+    server = max(0, server - (len(MAGIC) if pieces[0] != MAGIC else 0))
+    return CopiedBytes(sizes.copied, sizes.encoded, server)

@@ -183,7 +183,8 @@ class RewrittenBin:
     ``offsets`` is each source's first output row when the capture guard held, else None (the
     bin is then committed untagged). ``physical_rows`` is each source's footer row count.
     ``copied_row_groups`` and ``copied_bytes`` are the row groups copied as they are and their
-    bytes, ``reencoded_bytes`` the bytes of the row groups encoded.
+    bytes (``server_copied_bytes`` of them copied by the store itself), ``reencoded_bytes``
+    the bytes of the row groups encoded.
     """
 
     bin: Bin
@@ -199,6 +200,7 @@ class RewrittenBin:
     target_file_size: int | None = None
     copied_row_groups: int = 0
     copied_bytes: int = 0
+    server_copied_bytes: int = 0
     reencoded_bytes: int = 0
 
 
@@ -1284,6 +1286,7 @@ async def _rewrite_copying(
         bin=bin_.bin_id,
         copied_row_groups=copied,
         copied_bytes=moved.copied,
+        server_copied_bytes=moved.server,
         reencoded_row_groups=len(assembly.row_groups) - copied,
         reencoded_bytes=moved.encoded,
         reasons=sorted({str(c.reason) for c in planned.plan.choices if c.reason is not None}),
@@ -1306,5 +1309,6 @@ async def _rewrite_copying(
         target_file_size=settings.target_file_size,
         copied_row_groups=copied,
         copied_bytes=moved.copied,
+        server_copied_bytes=moved.server,
         reencoded_bytes=meta.size - moved.copied,
     )

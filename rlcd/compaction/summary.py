@@ -75,14 +75,15 @@ def _reconciled(result: BinCommitted) -> str:
 
 
 def _copied(result: BinCommitted) -> str:
-    """`` (3 row groups copied, 180000000 bytes; 2000000 bytes re-encoded)`` for an output
-    that copied any row group, else nothing."""
+    """`` (3 row groups copied, 180000000 bytes, 175000000 by the store; 2000000 bytes
+    re-encoded)`` for an output that copied any row group, else nothing."""
     done = result.done
     if not done.copied_row_groups:
         return ""
+    server = f", {done.server_copied_bytes} by the store" if done.server_copied_bytes else ""
     return (
-        f" ({count(done.copied_row_groups, 'row group')} copied, {done.copied_bytes} bytes;"
-        f" {done.reencoded_bytes} bytes re-encoded)"
+        f" ({count(done.copied_row_groups, 'row group')} copied, {done.copied_bytes} bytes"
+        f"{server}; {done.reencoded_bytes} bytes re-encoded)"
     )
 
 

@@ -354,8 +354,12 @@ class Metrics:
                 continue
             self.bins_committed.labels(table, result.decision).inc()
             if result.files_added:
-                self.bytes_copied.labels(table, "local").inc(result.done.copied_bytes)
-                self.bytes_reencoded.labels(table).inc(result.done.reencoded_bytes)
+                done = result.done
+                self.bytes_copied.labels(table, "server").inc(done.server_copied_bytes)
+                self.bytes_copied.labels(table, "local").inc(
+                    done.copied_bytes - done.server_copied_bytes
+                )
+                self.bytes_reencoded.labels(table).inc(done.reencoded_bytes)
             if result.decision != "committed":
                 self.conflicts.labels(table, result.decision).inc()
         judged = {r.done.bin.bin_id for r in report.bin_results}

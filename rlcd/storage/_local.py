@@ -384,6 +384,10 @@ class LocalFileWriter:
     async def abort(self) -> None:
         self._discard()
 
+    def part_copier(self) -> None:
+        """None: a native writer or ``write`` fills the file; ranges are copied by the
+        caller (``os.copy_file_range``)."""
+
     def _discard(self) -> None:
         """Delete the temp file: at once, without awaiting, so a cancelled writer cleans up."""
         self._finished = True

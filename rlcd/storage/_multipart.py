@@ -1,4 +1,4 @@
-"""The streaming writer both backends hand out, over a backend's :class:`PartSink`.
+"""The streaming writers the backends hand out, over a backend's :class:`PartSink`.
 
 Rules it keeps, whatever the backend:
 
@@ -6,8 +6,12 @@ Rules it keeps, whatever the backend:
   ``write`` waits for it (backpressure instead of a queue);
 - bytes are never copied: a part is handed to the sink as the pieces that were written (a sink
   sends or writes them one after the other), so a part is in memory once, not joined again;
-- every part but the last is exactly ``part_size`` bytes (S3 wants at least 5 MiB);
+- every part but the last is at least 5 MiB, at most 5 GiB, and at most 10,000 parts are sent
+  (S3's rules); a part of written bytes is exactly ``part_size`` bytes, unless a copied range
+  follows it;
 - an object smaller than one part is sent whole at ``complete``, never as a multipart upload;
+- :class:`CopyingWriter` (over a :class:`PartCopySink`) also takes ranges of the store's own
+  objects, copied by the store as parts of their own (:class:`~rlcd.storage.base.PartCopier`);
 - any failure aborts the upload before the error propagates, under a shielded deadline so that
   even a cancelled writer leaves no incomplete upload behind.
 """
@@ -20,10 +24,17 @@ from typing import Protocol
 import anyio
 import structlog
 
-from rlcd.errors import StorageError
-from rlcd.storage.base import MIN_PART_SIZE, ObjectMeta
+from rlcd.errors import CopyRefusedError, StorageError
+from rlcd.storage.base import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE, ObjectMeta
 
-__all__ = ("PartSink", "MultipartWriter", "Pieces", "ABORT_TIMEOUT_S")
+__all__ = (
+    "PartSink",
+    "PartCopySink",
+    "MultipartWriter",
+    "CopyingWriter",
+    "Pieces",
+    "ABORT_TIMEOUT_S",
+)
 
 Pieces = tuple[bytes | memoryview, ...]
 """The bytes of one part or object, in order, as they were written (views of immutable
@@ -56,6 +67,18 @@ class PartSink(Protocol):
 
     async def abort_upload(self, key: str, upload_id: str) -> None:
         """Drop the upload; succeeds when it is already gone."""
+        ...
+
+
+class PartCopySink(PartSink, Protocol):
+    """A sink whose store can also build a part from a range of one of its own objects."""
+
+    async def copy_part(
+        self, key: str, upload_id: str, number: int, source: str, start: int, stop: int
+    ) -> str:
+        """Store part ``number`` as the bytes ``[start, stop)`` of the object ``source``,
+        copied by the store; returns its tag. Raises
+        :class:`~rlcd.errors.CopyRefusedError` when the store refuses (nothing stored)."""
         ...
 
 
@@ -129,6 +152,10 @@ class MultipartWriter:
             await self._sink.abort_upload(self.key, self._upload_id)
             self._upload_id = None
 
+    def part_copier(self) -> CopyingWriter | None:
+        """None: this writer's sink only takes bytes."""
+        return None
+
     async def __aenter__(self) -> MultipartWriter:
         return self
 
@@ -146,11 +173,18 @@ class MultipartWriter:
             )
 
     async def _send_buffer(self) -> None:
+        upload_id, number = await self._next_part()
+        tag = await self._sink.upload_part(self.key, upload_id, number, self._take_buffer())
+        self._tags.append(tag)
+
+    async def _next_part(self) -> tuple[str, int]:
+        """The upload (begun if need be) and the number of its next part."""
         if self._upload_id is None:
             self._upload_id = await self._sink.start_upload(self.key)
         number = len(self._tags) + 1
-        tag = await self._sink.upload_part(self.key, self._upload_id, number, self._take_buffer())
-        self._tags.append(tag)
+        if number > MAX_PARTS:
+            raise StorageError(f"more than {MAX_PARTS} parts", operation="write", key=self.key)
+        return self._upload_id, number
 
     def _take_buffer(self) -> Pieces:
         """The buffered pieces; empties the buffer."""
@@ -168,3 +202,61 @@ class MultipartWriter:
                 _log.warning("multipart_abort_failed", key=self.key, error=str(exc))
         if scope.cancelled_caught:
             _log.warning("multipart_abort_failed", key=self.key, error="timed out")
+
+
+class CopyingWriter(MultipartWriter):
+    """A :class:`MultipartWriter` that is also a :class:`~rlcd.storage.base.PartCopier`: a
+    range of the store's own objects becomes parts the store copies itself.
+
+    A copy ends the part being filled: that part is sent first, so it must hold at least
+    :data:`~rlcd.storage.base.MIN_PART_SIZE` bytes; :meth:`lead` asks the caller to fill it
+    from the range's first bytes. The part after a copy starts empty.
+    """
+
+    def __init__(self, key: str, sink: PartCopySink, *, part_size: int = MIN_PART_SIZE) -> None:
+        super().__init__(key, sink, part_size=part_size)
+        self._copy_sink = sink
+
+    def part_copier(self) -> CopyingWriter:
+        return self
+
+    def lead(self, length: int) -> int | None:
+        lead = max(0, MIN_PART_SIZE - self._buffered) if self._buffered else 0
+        return lead if length - lead >= MIN_PART_SIZE else None
+
+    async def copy(self, source: str, start: int, stop: int) -> None:
+        self._check_open("copy")
+        if 0 < self._buffered < MIN_PART_SIZE or stop - start < MIN_PART_SIZE:
+            raise ValueError(
+                f"{self.key}: a copy of {stop - start} bytes after a part of {self._buffered}"
+            )
+        position = start
+        try:
+            if self._buffered:
+                await self._send_buffer()
+            for end in _part_ends(start, stop):
+                upload_id, number = await self._next_part()
+                tag = await self._copy_sink.copy_part(
+                    self.key, upload_id, number, source, position, end
+                )
+                self._tags.append(tag)
+                position = end
+        except CopyRefusedError as exc:
+            if position == start:
+                raise  # nothing of the range appended: the caller fetches it instead
+            await self._abort_quietly()
+            raise StorageError(
+                f"the store refused part of {source}[{start}:{stop}] after copying {position}",
+                operation="copy",
+                key=self.key,
+            ) from exc
+        except BaseException:
+            await self._abort_quietly()
+            raise
+
+
+def _part_ends(start: int, stop: int) -> list[int]:
+    """Where the parts of a copied range ``[start, stop)`` end: as few as
+    :data:`~rlcd.storage.base.MAX_PART_SIZE` allows, of near-equal sizes (so none is short)."""
+    count = -(-(stop - start) // MAX_PART_SIZE)
+    return [start + (stop - start) * n // count for n in range(1, count + 1)]

@@ -23,10 +23,13 @@ __all__ = (
     "Mismatch",
     "SwapResult",
     "ObjectWriter",
+    "PartCopier",
     "FileWriter",
     "LocalFiles",
     "ObjectStore",
     "MIN_PART_SIZE",
+    "MAX_PART_SIZE",
+    "MAX_PARTS",
     "PendingUpload",
     "DELETE_BATCH",
 )
@@ -34,6 +37,12 @@ __pure__ = True
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 """S3's smallest multipart part (all but the last)."""
+
+MAX_PART_SIZE = 5 * 1024**3
+"""S3's largest multipart part."""
+
+MAX_PARTS = 10_000
+"""The most parts one S3 multipart upload takes."""
 
 DELETE_BATCH = 1000
 """The most keys one :meth:`ObjectStore.delete_many` call takes (S3 ``DeleteObjects``' limit)."""
@@ -128,9 +137,45 @@ class ObjectWriter(Protocol):
         """Drop everything written; idempotent, never raises for a missing upload."""
         ...
 
+    def part_copier(self) -> PartCopier | None:
+        """The writer's :class:`PartCopier`, or None when its store cannot copy ranges itself
+        (then ranges are fetched and written). Callers ask instead of testing the class, so a
+        wrapping writer (metering) keeps the capability of the writer it wraps."""
+        ...
+
     async def __aenter__(self) -> ObjectWriter: ...
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None: ...
+
+
+class PartCopier(Protocol):
+    """The capability of a writer whose store copies a byte range of one of its own objects
+    into the upload itself (S3: ``UploadPartCopy`` with ``x-amz-copy-source-range``), so the
+    bytes never pass through rlcd.
+
+    The store's part rules hold whatever the caller does: a range becomes whole parts of its
+    own, so it is copied only when it is at least :data:`MIN_PART_SIZE` long and the part
+    before it is too. :meth:`lead` says how many of the range's first bytes the caller must
+    fetch and ``write`` first to fill that part; :meth:`copy` then takes the rest.
+    """
+
+    def lead(self, length: int) -> int | None:
+        """The bytes a range of ``length`` must start with that the caller writes itself
+        before :meth:`copy` takes the rest, or None when the range is too short to copy (the
+        caller fetches and writes all of it)."""
+        ...
+
+    async def copy(self, source: str, start: int, stop: int) -> None:
+        """Append the bytes ``[start, stop)`` of the object ``source`` (a key of the same
+        store), copied by the store, in parts of at most :data:`MAX_PART_SIZE`. Call it right
+        after writing :meth:`lead` bytes.
+
+        Raises:
+            CopyRefusedError: the store refused the copy; nothing was appended and the writer
+                stays open, so the caller may fetch and write the range instead.
+            ValueError: the range is shorter than :meth:`lead` allows.
+        """
+        ...
 
 
 class FileWriter(ObjectWriter, Protocol):

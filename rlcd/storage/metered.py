@@ -9,7 +9,8 @@ opened.
 
 Operations: ``get``, ``head``, ``list``, ``put``, ``put_if_absent``, ``get_versioned``,
 ``put_if_match``, ``delete``, ``delete_if_match``, ``upload``
-(a streaming writer), ``list_uploads``, ``abort_upload``, and for local files ``local_read``
+(a streaming writer), ``copy`` (a range a writer's store copied itself: its bytes never pass
+through rlcd), ``list_uploads``, ``abort_upload``, and for local files ``local_read``
 (a file opened in place) and ``local_write`` (a file written natively). Bytes are those read
 or written by the call.
 """
@@ -26,6 +27,7 @@ from rlcd.storage.base import (
     ObjectMeta,
     ObjectStore,
     ObjectWriter,
+    PartCopier,
     PendingUpload,
     PutResult,
     SwapResult,
@@ -165,12 +167,36 @@ class _MeteredWriter:
     async def abort(self) -> None:
         await self._inner.abort()
 
+    def part_copier(self) -> PartCopier | None:
+        copier = self._inner.part_copier()
+        return None if copier is None else _MeteredCopier(self._meter, copier)
+
     async def __aenter__(self) -> Self:
         await self._inner.__aenter__()
         return self
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
         await self._inner.__aexit__(exc_type, exc, tb)
+
+
+class _MeteredCopier:
+    """The wrapped writer's :class:`~rlcd.storage.base.PartCopier`: each copied range counts
+    once towards ``copy``, with its bytes (whether the store sent it as one part or more)."""
+
+    def __init__(self, meter: MeteredStore, inner: PartCopier) -> None:
+        self._meter = meter
+        self._inner = inner
+
+    def lead(self, length: int) -> int | None:
+        return self._inner.lead(length)
+
+    async def copy(self, source: str, start: int, stop: int) -> None:
+        try:
+            await self._inner.copy(source, start, stop)
+        except BaseException:
+            self._meter.count("copy")
+            raise
+        self._meter.count("copy", stop - start)
 
 
 class _MeteredFileWriter(_MeteredWriter):

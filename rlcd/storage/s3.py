@@ -70,13 +70,14 @@ from botocore.utils import parse_timestamp
 from rlcd import __version__
 from rlcd.errors import (
     ConfigError,
+    CopyRefusedError,
     InternalError,
     NotFoundError,
     StorageError,
     TransientStorageError,
 )
 from rlcd.storage._keys import check_batch, check_key, check_prefix, check_range
-from rlcd.storage._multipart import MultipartWriter, Pieces
+from rlcd.storage._multipart import CopyingWriter, Pieces
 from rlcd.storage.base import (
     AlreadyExists,
     Mismatch,
@@ -439,9 +440,11 @@ class S3Store:
 
         return await self._retry("delete_if_match", key, once)
 
-    def open_writer(self, key: str) -> MultipartWriter:
+    def open_writer(self, key: str) -> CopyingWriter:
+        """A multipart upload that also takes ranges of this store's objects, copied by S3
+        (``UploadPartCopy``): see :class:`~rlcd.storage.base.PartCopier`."""
         self._key("open_writer", key)
-        return MultipartWriter(key, _S3Parts(self), part_size=self._client.config.part_size)
+        return CopyingWriter(key, _S3Parts(self), part_size=self._client.config.part_size)
 
     def list_uploads(self, prefix: str) -> AsyncIterator[PendingUpload]:
         self._api("list_uploads", prefix)
@@ -559,7 +562,7 @@ class S3Store:
 
 
 class _S3Parts:
-    """The :class:`~rlcd.storage._multipart.PartSink` of an S3 store: a multipart upload."""
+    """The :class:`~rlcd.storage._multipart.PartCopySink` of an S3 store: a multipart upload."""
 
     def __init__(self, store: S3Store) -> None:
         self._store = store
@@ -591,6 +594,37 @@ class _S3Parts:
             **_body(data, checksum),
         )
         return str(response["ETag"])
+
+    async def copy_part(
+        self, key: str, upload_id: str, number: int, source: str, start: int, stop: int
+    ) -> str:
+        """``UploadPartCopy`` of ``source``'s bytes ``[start, stop)``: no body is sent (S3
+        copies the bytes it holds); a 4xx other than throttling or a missing source (the
+        copy source's permissions, a store that does not copy) is a refusal."""
+        store = self._store
+        s3key = store._key("copy", key)
+        request = {
+            "Bucket": store._bucket,
+            "Key": s3key,
+            "UploadId": upload_id,
+            "PartNumber": number,
+            "CopySource": {"Bucket": store._bucket, "Key": store._key("copy", source)},
+            "CopySourceRange": f"bytes={start}-{stop - 1}",
+        }
+
+        async def once() -> str:
+            with _translate("copy", key):
+                try:
+                    response = await store._api("copy", key).upload_part_copy(**request)
+                except ClientError as exc:
+                    error = _from_client_error(exc, "copy", key)
+                    if type(error) is StorageError and 400 <= _status(exc) < 500:
+                        message = f"{source}: {error}"
+                        raise CopyRefusedError(message, operation="copy", key=key) from exc
+                    raise
+            return str(response["CopyPartResult"]["ETag"])
+
+        return await store._retry("copy", key, once)
 
     async def complete_upload(self, key: str, upload_id: str, tags: Sequence[str]) -> ObjectMeta:
         parts = [{"ETag": tag, "PartNumber": number} for number, tag in enumerate(tags, 1)]
@@ -652,8 +686,13 @@ def _translate(operation: str, key: str) -> Iterator[None]:
 def _from_client_error(exc: Any, operation: str, key: str) -> StorageError:
     """The rlcd error for a botocore error response."""
     error = exc.response.get("Error", {})
-    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-    return _error(str(error.get("Code", "")), status, error.get("Message", ""), operation, key)
+    message = error.get("Message", "")
+    return _error(str(error.get("Code", "")), _status(exc), message, operation, key)
+
+
+def _status(exc: Any) -> int:
+    """The HTTP status of a botocore error response (0 when it has none)."""
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
 def _check_range(request: dict[str, str], ranged: bool, key: str) -> None:

@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rlcd.errors import ConfigError
-from rlcd.storage.base import MIN_PART_SIZE
+from rlcd.storage.base import MAX_PART_SIZE, MIN_PART_SIZE
 from rlcd.storage.retry import RetryPolicy
 
 __all__ = ("S3Config", "AddressingStyle")
 
 AddressingStyle = Literal["auto", "virtual", "path"]
 
-_MAX_PART_SIZE = 5 * 1024**3
 """S3's largest part."""
 
 
@@ -57,7 +56,7 @@ class S3Config:
             raise ConfigError("s3: timeouts must be positive")
         if self.max_connections < 1:
             raise ConfigError("s3: max_connections must be at least 1")
-        if not MIN_PART_SIZE <= self.part_size <= _MAX_PART_SIZE:
-            raise ConfigError(f"s3: part_size must be within [{MIN_PART_SIZE}, {_MAX_PART_SIZE}]")
+        if not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
+            raise ConfigError(f"s3: part_size must be within [{MIN_PART_SIZE}, {MAX_PART_SIZE}]")
         if not 1 <= self.list_page_size <= 1000:
             raise ConfigError("s3: list_page_size must be within [1, 1000]")
