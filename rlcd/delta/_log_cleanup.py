@@ -3,15 +3,18 @@
 Runs after rlcd wrote a checkpoint, when ``delta.enableExpiredLogCleanup`` (default true)
 allows: list ``_delta_log`` with modification times, read ``_last_checkpoint``, and delete what
 the rules give, oldest version first, in batches of at most
-:data:`~rlcd.storage.base.DELETE_BATCH`. On a ``v2Checkpoint`` table the kept checkpoint's
-sidecars must all be listed first (else nothing is deleted: that checkpoint could not be read),
-and after checkpoints were deleted, the sidecars none of the remaining checkpoints names go too.
+:data:`~rlcd.storage.base.DELETE_BATCH`, then the Hadoop checksums (``.NAME.crc``) of what was
+deleted, which Spark leaves beside every file it writes to a local or HDFS path. On a
+``v2Checkpoint`` table the kept checkpoint's sidecars must all be listed first (else nothing is
+deleted: that checkpoint could not be read), and after checkpoints were deleted, the sidecars
+none of the remaining checkpoints names go too.
 A failure midway leaves a log every version inside the window can still be read from: only
 files of versions before the kept checkpoint are ever deleted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -29,7 +32,7 @@ from rlcd.delta.load import (
     read_sidecar_names,
     table_config,
 )
-from rlcd.delta.log_path import SIDECAR_DIR
+from rlcd.delta.log_path import LOG_DIR, SIDECAR_DIR
 from rlcd.delta.replay import Snapshot
 from rlcd.errors import CorruptLogError
 from rlcd.storage.base import DELETE_BATCH, ObjectStore
@@ -64,6 +67,13 @@ def _cutoff(snapshot: Snapshot, now_ms: int) -> int | None:
         raise CorruptLogError(
             f"table property {RETENTION_KEY}: {exc}", table=snapshot.table, version=snapshot.version
         ) from exc
+
+
+async def _checksums(store: ObjectStore, keys: Iterable[str]) -> list[str]:
+    """The Hadoop checksum files of ``keys`` that the log holds (one LIST of its hidden
+    names, which sort before the versioned files)."""
+    wanted = {f"{LOG_DIR}/.{k.rsplit('/', 1)[-1]}.crc" for k in keys}
+    return [meta.key async for meta in store.list(f"{LOG_DIR}/.") if meta.key in wanted]
 
 
 async def _delete(store: ObjectStore, keys: list[str]) -> None:
@@ -102,6 +112,7 @@ async def clean_expired_log(
                 sidecars[name] = (meta.last_modified_ms, meta.size)
         await _check_kept(store, files, plan, sidecars, table=table)
     await _delete(store, list(plan.keys))
+    await _delete(store, await _checksums(store, plan.keys))
     doomed: list[str] = []
     if plan.checkpoints and sidecars:
         referenced: set[str] = set()

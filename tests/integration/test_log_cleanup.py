@@ -53,6 +53,8 @@ async def test_cleanup_keeps_every_version_inside_the_window(tmp_path: Path) -> 
                 await write_checkpoint(store, await load_snapshot(store, version=v)),
                 CheckpointWritten,
             )
+    for file in list(log.glob("0*")):  # Hadoop's checksums, as Spark leaves on local paths
+        (log / f".{file.name}.crc").write_bytes(b"crc")
     _age(log, range(12), days=40)  # commits 0..11 and checkpoints 5, 10 past 30 days
     at_12, at_10 = _at(tmp_path, 12), _at(tmp_path, 10)
     latest = delta_rs_rows(tmp_path)
@@ -61,10 +63,11 @@ async def test_cleanup_keeps_every_version_inside_the_window(tmp_path: Path) -> 
     assert isinstance(run.checkpoint, CheckpointWritten) and run.checkpoint.version == 15
     assert run.cleaned is not None and run.cleaned.kept == 10
     left = sorted(p.name for p in log.iterdir())
+    kept = [*(f"{v:020d}.json" for v in range(10, 16)), f"{10:020d}.checkpoint.parquet"]
     assert left == sorted(
         [
-            *(f"{v:020d}.json" for v in range(10, 16)),
-            f"{10:020d}.checkpoint.parquet",
+            *kept,
+            *(f".{name}.crc" for name in kept),  # those of the deleted files went with them
             f"{15:020d}.checkpoint.parquet",
             "_last_checkpoint",
         ]
