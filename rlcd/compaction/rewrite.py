@@ -62,6 +62,7 @@ from rlcd.compaction._copy import (
     write_local,
     write_streamed,
 )
+from rlcd.compaction._projection import chunk_ranges
 from rlcd.compaction._stats import StatsAccumulator
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import DEFAULT_MIN_COPY_ROW_GROUP, REWRITES
@@ -69,6 +70,7 @@ from rlcd.compaction.source import (
     DecodedSource,
     FetchedSource,
     ReadOptions,
+    fetch_projected,
     fetch_source,
 )
 from rlcd.delta.names import data_file_name
@@ -979,12 +981,13 @@ async def _rewrite(
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """A bin's copy plan with at least one copy, the sources' keys and parsed footers, the
-    bin's settings with the writer's variant the plan was made for, and the empty file that
-    writer writes (its footer when nothing is re-encoded)."""
+    """A bin's copy plan with at least one copy, the sources' keys, footer spans and parsed
+    footers, the bin's settings with the writer's variant the plan was made for, and the empty
+    file that writer writes (its footer when nothing is re-encoded)."""
 
     plan: CopyPlan
     keys: tuple[str, ...]
+    spans: tuple[bytes, ...]
     footers: tuple[pq.FileMetaData, ...]
     settings: RewriteSettings
     empty: bytes
@@ -1028,7 +1031,7 @@ def _plan(
     if not any(isinstance(step, Copy) for step in plan.steps):
         return None
     footers = tuple(parse_footer(span) for span in spans)
-    return _Planned(plan, keys, footers, variants[chosen], empties[chosen])
+    return _Planned(plan, keys, tuple(spans), footers, variants[chosen], empties[chosen])
 
 
 async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
@@ -1088,7 +1091,8 @@ class _Steps:
     into the batch counter (its footer's rows: one run with the source's other rows) and the
     stats (its footer's bounds, its :meth:`StatsAccumulator.batch_columns` decoded). Sources
     are fetched one at a time, in order; every source is started in order (its zero-length
-    run), also one without row groups."""
+    run), also one without row groups. A source none of whose rows is re-encoded is fetched
+    only for those columns, and not at all without any."""
 
     def __init__(
         self,
@@ -1101,6 +1105,13 @@ class _Steps:
         self._store, self._bin, self._settings = store, bin_, settings
         self._planned, self._encoder = planned, encoder
         self._columns = encoder.stats.batch_columns()
+        self._copied_groups: dict[int, list[int]] = {}
+        self._reencoded: set[int] = set()
+        for step in planned.plan.steps:
+            if isinstance(step, Copy):
+                self._copied_groups.setdefault(step.source, []).append(step.row_group)
+            else:
+                self._reencoded.update(run.source for run in step.runs)
         self._started = 0
         self._open: tuple[int, FetchedSource, DecodedSource] | None = None
         self._width = 0.0
@@ -1140,9 +1151,7 @@ class _Steps:
         if self._open is None or self._open[0] != index:
             self.close()
             settings = self._settings
-            fetched = await fetch_source(
-                self._store, self._bin.sources[index], settings.read, version=settings.version
-            )
+            fetched = await self._fetch(index)
             try:
                 decoded = await anyio.to_thread.run_sync(
                     partial(DecodedSource, table=settings.table, version=settings.version),
@@ -1154,6 +1163,28 @@ class _Steps:
                 raise
             self._open = (index, fetched, decoded)
         return self._open[2]
+
+    async def _fetch(self, index: int) -> FetchedSource:
+        """Source ``index``: whole, or from an object store, when it is read only for copied
+        row groups' columns, those columns' chunks and its footer. A local store's file is
+        read in place anyway.
+
+        Raises:
+            CorruptDataError: a chunk of the footer lies outside the file.
+        """
+        add, settings = self._bin.sources[index], self._settings
+        if index in self._reencoded or self._store.local_files() is not None:
+            return await fetch_source(self._store, add, settings.read, version=settings.version)
+        try:
+            ranges = chunk_ranges(
+                self._planned.footers[index], self._copied_groups[index], self._columns, add.size
+            )
+        except ValueError as exc:
+            raise CorruptDataError(
+                str(exc), table=settings.table, version=settings.version, path=add.path
+            ) from exc
+        span = self._planned.spans[index]
+        return await fetch_projected(self._store, add, span, ranges, version=settings.version)
 
     def _copied(self, step: Copy, decoded: DecodedSource | None) -> None:
         self._encoder.counter.record(step.source, step.rows)

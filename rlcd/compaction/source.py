@@ -4,8 +4,10 @@ rows its deletion vector deletes, and conform each batch to the table's physical
 Fetching is async IO; decoding is CPU work meant for a worker thread (:func:`live_batches` is a
 plain iterator). A source up to ``spill_threshold`` bytes is held in memory; a larger one is
 copied to a local temporary file in ranged GETs and read from there, so memory stays bounded
-whatever the file size. Parquet is only ever read from pyarrow buffers or paths (never Python
-file objects: pyarrow can abort at exit after reading those, see pitfalls).
+whatever the file size. A source read only for some columns of copied row groups is fetched
+sparsely (:func:`fetch_projected`): its footer and those columns' chunks. Parquet is only
+ever read from pyarrow buffers or paths (never Python file objects: pyarrow can abort at exit
+after reading those, see pitfalls).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = (
     "DecodedSource",
     "footer_without_arrow_schema",
     "fetch_source",
+    "fetch_projected",
     "conform_batch",
     "SchemaMismatchError",
 )
@@ -58,8 +61,8 @@ class ReadOptions:
 
 @dataclass
 class FetchedSource:
-    """A source's bytes (in memory, spilled to ``spill_path``, or, on a local store, its own
-    ``file`` opened in place) and its read-time DV."""
+    """A source's bytes (in memory, spilled to ``spill_path``, or in a ``file`` opened: on a
+    local store its own, in place, else a projected fetch's) and its read-time DV."""
 
     add: AddFile
     key: str
@@ -98,11 +101,7 @@ async def fetch_source(
         CorruptDataError: the file is missing or lies outside the table.
         DeletionVectorError: its DV cannot be read or fails a check.
     """
-    key = object_key(store.root, add.path)
-    if key is None:
-        raise CorruptDataError(
-            "data file lies outside the table", table=store.root, version=version, path=add.path
-        )
+    key = _key(store, add, version)
     dv = await read_deletion_vector(store, add, version=version)
     files = store.local_files()
     if files is not None:
@@ -123,6 +122,70 @@ async def fetch_source(
         raise MissingDataFileError(
             "data file is missing", table=store.root, version=version, path=add.path
         ) from exc
+
+
+def _key(store: ObjectStore, add: AddFile, version: int) -> str:
+    key = object_key(store.root, add.path)
+    if key is None:
+        raise CorruptDataError(
+            "data file lies outside the table", table=store.root, version=version, path=add.path
+        )
+    return key
+
+
+async def fetch_projected(
+    store: ObjectStore,
+    add: AddFile,
+    footer: bytes,
+    ranges: Sequence[tuple[int, int]],
+    *,
+    version: int,
+) -> FetchedSource:
+    """The source with only its ``footer`` (the span already read) and the byte ``ranges``
+    (:func:`rlcd.compaction._projection.chunk_ranges`) fetched, at their offsets in a sparse
+    local file of the source's size: pyarrow reads the column chunks inside them and nothing
+    else, so the holes are never read. Memory holds one ranged GET at a time. The file is
+    deleted before this returns, whatever happens: the open file pins it until closed.
+
+    Raises:
+        CorruptDataError: the file is missing, shorter than its add action says, or lies
+            outside the table.
+        DeletionVectorError: its DV cannot be read or fails a check.
+    """
+    key = _key(store, add, version)
+    dv = await read_deletion_vector(store, add, version=version)
+    fd, path = tempfile.mkstemp(prefix="rlcd-projected-", suffix=".parquet")
+    try:
+        os.ftruncate(fd, add.size)
+        _write_at(fd, footer, add.size - len(footer))
+        for start, stop in ranges:
+            for at in range(start, stop, _SPILL_CHUNK):
+                end = min(stop, at + _SPILL_CHUNK)
+                data = await store.get(key, start=at, end=end)
+                if len(data) != end - at:
+                    raise CorruptDataError(
+                        f"data file holds {len(data)} bytes at {at}, {end - at} expected",
+                        table=store.root,
+                        version=version,
+                        path=add.path,
+                    )
+                _write_at(fd, data, at)
+        file = pa.OSFile(path)
+    except NotFoundError as exc:
+        raise MissingDataFileError(
+            "data file is missing", table=store.root, version=version, path=add.path
+        ) from exc
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return FetchedSource(add, key, dv, file=file)
+
+
+def _write_at(fd: int, data: bytes | bytearray, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 async def _spill(store: ObjectStore, key: str, size: int) -> str:
