@@ -175,6 +175,7 @@ def _print_status(
         )
         print(f"      {q.error}", file=out)
     print(f"  daemon's last vacuum: {_vacuum_line(health.last_vacuum)}", file=out)
+    print(f"  daemon's snapshot: {_snapshot_line(health)}", file=out)
 
 
 def _checkpoint_line(status: Mapping[str, Any]) -> str:
@@ -199,6 +200,15 @@ def _vacuum_line(vacuum: VacuumRecord | None) -> str:
         f"{_when(vacuum.when)} {vacuum.mode}: {vacuum.files} files, {vacuum.bytes} bytes "
         f"deleted (version {vacuum.version})"
     )
+
+
+def _snapshot_line(health: TableHealth) -> str:
+    """What the daemon holds of a table between polls."""
+    if health.snapshot_released:
+        return "released while idle (loaded again when the table changes)"
+    if not health.snapshot_bytes:
+        return "none held"
+    return f"{health.snapshot_bytes / 2**20:.1f} MiB held"
 
 
 def _run_line(run: RunRecord) -> str:

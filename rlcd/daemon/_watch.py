@@ -10,6 +10,12 @@ that checkpoint instead (:func:`rlcd.delta.load.load_snapshot`). The log is neve
 its start while tailing. The watch also knows the version of the table's newest checkpoint
 (listed after the first load, then seen in the polls' listings), for the daemon's checkpoint
 lag.
+
+Released while idle (``[daemon] snapshot_memory``, ``snapshot_idle``): the supervisor may
+:meth:`TableWatch.release` the snapshot; the watch then keeps only its version and live file
+count. Its polls stay one LIST after that version; the first that sees a commit (or that the
+supervisor asks to ``load``) loads the table from its newest checkpoint, as on the first poll.
+Until then a poll returns no snapshot.
 """
 
 from __future__ import annotations
@@ -33,16 +39,25 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Poll:
-    """What one poll saw: the snapshot now held, the version held before (None on the first
-    poll) and whether it was (re)loaded from a checkpoint rather than advanced."""
+    """What one poll saw: the snapshot now held (None: released, and the table did not move),
+    the version held before (None on the first poll) and whether it was (re)loaded from a
+    checkpoint rather than advanced."""
 
-    snapshot: Snapshot
+    snapshot: Snapshot | None
     previous: int | None
     reloaded: bool
 
     @property
     def changed(self) -> bool:
-        return self.previous != self.snapshot.version
+        return self.snapshot is not None and self.previous != self.snapshot.version
+
+
+@dataclass(frozen=True, slots=True)
+class _Released:
+    """What a watch keeps of a released snapshot."""
+
+    version: int
+    files: int
 
 
 class TableWatch:
@@ -53,11 +68,46 @@ class TableWatch:
         self._replay_limit = replay_limit
         self._snapshot: Snapshot | None = None
         self._checkpoint: int | None = None
+        self._released: _Released | None = None
 
     @property
     def snapshot(self) -> Snapshot | None:
-        """The snapshot of the last poll (None before the first)."""
+        """The snapshot of the last poll (None before the first, and while released)."""
         return self._snapshot
+
+    @property
+    def released(self) -> bool:
+        """Whether the snapshot was released and not loaded again since."""
+        return self._released is not None
+
+    @property
+    def version(self) -> int | None:
+        """The version held, released or not (None before the first poll)."""
+        if self._released is not None:
+            return self._released.version
+        return self._snapshot.version if self._snapshot is not None else None
+
+    @property
+    def files(self) -> int:
+        """The live files of :attr:`version` (0 before the first poll)."""
+        if self._released is not None:
+            return self._released.files
+        return self._snapshot.num_files if self._snapshot is not None else 0
+
+    def held_bytes(self) -> int:
+        """What the held snapshot costs (:meth:`Snapshot.held_bytes`; 0 when none is held)."""
+        return self._snapshot.held_bytes() if self._snapshot is not None else 0
+
+    def release(self) -> int:
+        """Drop the held snapshot, keeping its version and file count; returns its bytes (0
+        when none is held). Whoever still uses the snapshot keeps it alive until done."""
+        held = self._snapshot
+        if held is None:
+            return 0
+        nbytes = held.held_bytes()
+        self._released = _Released(held.version, held.num_files)
+        self._snapshot = None
+        return nbytes
 
     @property
     def checkpoint(self) -> int | None:
@@ -69,8 +119,9 @@ class TableWatch:
         next poll's listing starts after it)."""
         self._checkpoint = max(version, self._checkpoint if self._checkpoint is not None else -1)
 
-    async def poll(self) -> Poll:
-        """Move the held snapshot to the table's latest version.
+    async def poll(self, *, load: bool = False) -> Poll:
+        """Move the held snapshot to the table's latest version; ``load``: load a released
+        one even when the table did not move.
 
         Raises:
             CorruptLogError, UnsupportedFeatureError: as :func:`load_snapshot`; the held
@@ -78,6 +129,8 @@ class TableWatch:
             StorageError: the store failed.
         """
         held = self._snapshot
+        if held is None and self._released is not None:
+            return await self._poll_released(self._released.version, load=load)
         if held is None:
             self._snapshot = await load_snapshot(self.store)
             self._checkpoint = await newest_checkpoint(self.store)
@@ -102,3 +155,23 @@ class TableWatch:
             return Poll(self._snapshot, held.version, reloaded=True)
         self._snapshot = await advance_snapshot(self.store, held, paths)
         return Poll(self._snapshot, held.version, reloaded=False)
+
+    async def _poll_released(self, version: int, *, load: bool) -> Poll:
+        """One LIST after the released ``version``; a load when it shows a commit (or when
+        asked)."""
+        paths = await list_log(self.store, after_version=version + 1)
+        for p in paths:
+            if p.is_checkpoint:
+                self.saw_checkpoint(p.version)
+        if not load and not any(p.kind is LogKind.COMMIT for p in paths):
+            return Poll(None, version, reloaded=False)
+        self._snapshot = await load_snapshot(self.store)
+        self._released = None
+        log.info(
+            "snapshot_reloaded",
+            table=self.store.root,
+            version=self._snapshot.version,
+            previous=version,
+            reason="changed" if self._snapshot.version != version else "needed",
+        )
+        return Poll(self._snapshot, version, reloaded=True)

@@ -16,7 +16,7 @@ once every key is right.
 The file's sections::
 
     [daemon]     poll_interval, bins_in_flight, memory_budget, shutdown_grace, orphan_grace,
-                 lease, lease_ttl
+                 lease, lease_ttl, snapshot_memory, snapshot_idle
     [s3]         endpoint_url, region, profile, addressing_style
     [log]        format (json | console | auto), level
     [metrics]    listen ("host:port"; "" disables the endpoint)
@@ -119,7 +119,9 @@ class DaemonSettings:
     ``memory_budget`` is bytes for all bins in flight together; ``shutdown_grace_s`` is how long
     SIGTERM lets bins in flight finish; ``orphan_grace_s`` is how old an unreferenced rlcd file
     must be before cleanup deletes it; ``lease`` is whether a table's compaction and cleanup
-    take its advisory lease (``_rlcd/lease``), which lasts ``lease_ttl_s`` unrenewed.
+    take its advisory lease (``_rlcd/lease``), which lasts ``lease_ttl_s`` unrenewed;
+    ``snapshot_memory`` is bytes for the snapshots all watched tables hold between polls, and a
+    table idle ``snapshot_idle_s`` releases its own (:mod:`rlcd.daemon._snapshots`).
     """
 
     poll_interval_s: float = 10.0
@@ -129,6 +131,8 @@ class DaemonSettings:
     orphan_grace_s: float = 3600.0
     lease: bool = True
     lease_ttl_s: float = DEFAULT_LEASE_TTL_S
+    snapshot_memory: int = 1 * GIB
+    snapshot_idle_s: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,6 +612,8 @@ _DAEMON: Final = (
     _Key("orphan_grace", "orphan_grace_s", _duration()),
     _Key("lease", "lease", _boolean),
     _Key("lease_ttl", "lease_ttl_s", _duration(positive=True)),
+    _Key("snapshot_memory", "snapshot_memory", _size(minimum=0)),
+    _Key("snapshot_idle", "snapshot_idle_s", _duration(positive=True)),
 )
 _S3: Final = _keys(
     ("endpoint_url", _endpoint),

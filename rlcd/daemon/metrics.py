@@ -132,6 +132,10 @@ class TableHealth:
     """The last few runs, oldest first."""
     quarantined: tuple[QuarantinedFile, ...] = ()
     last_vacuum: VacuumRecord | None = None
+    snapshot_bytes: int = 0
+    """What the table's held snapshot costs (0: none held)."""
+    snapshot_released: bool = False
+    """The snapshot was released while the table was idle (``[daemon] snapshot_memory``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +194,8 @@ class Metrics:
     :meth:`count_lease_skip` for work another run's lease turned away,
     :meth:`record_vacuum` after each vacuum that ran,
     :meth:`observe_bin` as each bin ends, :meth:`set_backlog` after each poll that planned,
-    :meth:`set_footprint` after each poll that measured the table, :meth:`record_success` when
+    :meth:`set_footprint` after each poll that measured the table, :meth:`set_snapshot_bytes`
+    after each step, :meth:`record_success` when
     the table is in hand, :meth:`record_error` when it fails, :meth:`forget_table` when a
     reload drops one;
     :meth:`count_request` is a :class:`~rlcd.storage.metered.MeteredStore` ``on_request`` hook.
@@ -301,6 +306,11 @@ class Metrics:
             "rlcd_checkpoint_lag_versions",
             "Versions the table's newest checkpoint lags its last version seen (the version "
             "itself when it has none)",
+        )
+        self.snapshot_bytes = self._gauge(
+            "rlcd_table_snapshot_bytes",
+            "Bytes the table's snapshot held between polls costs (Arrow buffers and an estimate "
+            "of its Python objects); 0 while released (idle, or over [daemon] snapshot_memory)",
         )
         self.bin_duration = Histogram(
             "rlcd_bin_duration_seconds",
@@ -419,6 +429,10 @@ class Metrics:
         self.reclaimable_bytes.labels(table).set(
             math.nan if reclaimable_bytes is None else reclaimable_bytes
         )
+
+    def set_snapshot_bytes(self, table: str, nbytes: int) -> None:
+        """``table``'s held snapshot costs ``nbytes`` now (0: released)."""
+        self.snapshot_bytes.labels(table).set(nbytes)
 
     def watch_table(self, table: str, *, now_s: float) -> None:
         """The daemon began watching ``table``: its failures and last success start from now,

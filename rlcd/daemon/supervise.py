@@ -43,6 +43,11 @@ the others carry on.
   never while it is compacted (a poll skips running tables, and no run starts before the polls
   end). A failure is a ``checkpoint_failed`` warning, tried again after :data:`_CLEAN_EVERY_S`.
 - **History**: the last :data:`HISTORY` runs of each table (``/healthz``, ``rlcd status``).
+- **Snapshots**: after each step, the snapshots of tables idle ``snapshot_idle`` and, while
+  the rest exceed ``snapshot_memory``, of the tables idle longest are released
+  (:mod:`rlcd.daemon._snapshots`; one ``snapshot_released`` event each); never one whose
+  compaction or vacuum runs, or whose checkpoint is owed. A released table is loaded again
+  by the poll that sees a commit, or that needs it: a replan, a vacuum due.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ from rlcd.compaction.lease import Busy, LeaseHold, hold_lease, owner
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
+from rlcd.daemon._snapshots import Held, releases
 from rlcd.daemon._watch import TableWatch
 from rlcd.daemon.config import (
     MIN_VACUUM_RETAIN_S,
@@ -183,6 +189,10 @@ class TableStatus:
     """The sources left out of bins, by path."""
     last_vacuum: VacuumRecord | None = None
     """The daemon's last vacuum of the table (None: none since it started)."""
+    snapshot_bytes: int = 0
+    """What its held snapshot costs (0: none held)."""
+    snapshot_released: bool = False
+    """Its snapshot was released while it was idle (loaded again when it changes)."""
 
 
 def trigger_for(policy: TablePolicy) -> Trigger:
@@ -213,6 +223,7 @@ class _Table:
         self.last_vacuum: VacuumRecord | None = None
         self.short_retention_warned = False
         self.checkpoint_at = -math.inf  # after a failed checkpoint: not before then
+        self.active_at = -math.inf  # when it last changed or ended a run or vacuum
         self.removed = False
 
 
@@ -332,6 +343,8 @@ class Supervisor:
                 history=s.history,
                 quarantined=s.quarantined,
                 last_vacuum=s.last_vacuum,
+                snapshot_bytes=s.snapshot_bytes,
+                snapshot_released=s.snapshot_released,
             )
             for s in self.status()
         }
@@ -347,12 +360,11 @@ class Supervisor:
         for name in sorted(self._tables):
             t = self._tables[name]
             state = self._schedule.state(name)
-            snap = t.watch.snapshot
             out.append(
                 TableStatus(
                     table=name,
-                    version=snap.version if snap is not None else None,
-                    files=snap.num_files if snap is not None else 0,
+                    version=t.watch.version,
+                    files=t.watch.files,
                     small_files=state.backlog.files,
                     bytes_awaiting=state.backlog.bytes,
                     running=name in self._running,
@@ -379,6 +391,8 @@ class Supervisor:
                         if q.quarantined_s is not None
                     ),
                     last_vacuum=t.last_vacuum,
+                    snapshot_bytes=t.watch.held_bytes(),
+                    snapshot_released=t.watch.released,
                 )
             )
         return out
@@ -402,6 +416,7 @@ class Supervisor:
                     next_poll = self._clock() + self.settings.daemon.poll_interval_s
                 self._vacuum_due()  # before compactions: a due vacuum waits for no backlog
                 self._start_ready()
+                self._hold_snapshots()
                 self._started = True
                 self._report_status()
                 if once and not self._running and not self._vacuuming:
@@ -578,9 +593,14 @@ class Supervisor:
     async def _poll(self, t: _Table, limiter: anyio.CapacityLimiter) -> None:
         async with limiter:
             try:
-                poll = await t.watch.poll()
+                self._expire(t, self._wall_ms() / 1000)  # first: its replan needs the snapshot
+                poll = await t.watch.poll(load=self._needs_snapshot(t))
                 now_ms = self._wall_ms()
-                self._expire(t, now_ms / 1000)
+                if poll.snapshot is None:  # released while idle, and the table did not move
+                    self._in_hand(t, now_ms)
+                    return
+                if poll.changed:
+                    t.active_at = self._clock()
                 await self._measure(t, poll.snapshot, now_ms, changed=poll.changed)
                 await self._checkpoint(t, poll.snapshot, now_ms)
                 stale = t.replan_at_ms is not None and now_ms >= t.replan_at_ms
@@ -607,6 +627,49 @@ class Supervisor:
             pending_bytes=backlog.bytes,
         )
         self._in_hand(t, now_ms)
+
+    def _needs_snapshot(self, t: _Table) -> bool:
+        """Whether the table's next poll needs its snapshot though the log did not move: to
+        plan it again (a file came of age, a quarantine ended) or to vacuum it."""
+        replan = t.replan_at_ms is not None and self._wall_ms() >= t.replan_at_ms
+        return replan or (t.policy.vacuum and t.vacuum_at <= self._clock())
+
+    def _hold_snapshots(self) -> None:
+        """Release the snapshots :func:`~rlcd.daemon._snapshots.releases` picks, and report
+        what each table holds."""
+        now, daemon = self._clock(), self.settings.daemon
+        held = [
+            Held(t.name, t.watch.held_bytes(), now - t.active_at, self._pinned(t))
+            for t in self._tables.values()
+            if t.watch.snapshot is not None
+        ]
+        for name, reason in releases(
+            held, budget=daemon.snapshot_memory, idle_s=daemon.snapshot_idle_s
+        ):
+            t = self._tables[name]
+            version = t.watch.version
+            nbytes = t.watch.release()
+            log.info(
+                "snapshot_released", table=name, version=version, bytes=nbytes, reason=reason.value
+            )
+        for t in self._tables.values():
+            if not t.removed:
+                self.metrics.set_snapshot_bytes(t.name, t.watch.held_bytes())
+
+    def _pinned(self, t: _Table) -> bool:
+        """Whether work on the table uses its snapshot: a compaction or vacuum in flight, or a
+        checkpoint owed (a poll writes it from the snapshot, and a released one is not loaded
+        again until the table moves)."""
+        if t.name in self._running or t.name in self._vacuuming:
+            return True
+        snapshot, newest = t.watch.snapshot, t.watch.checkpoint
+        if snapshot is None:
+            return False
+        try:
+            interval = checkpoint_interval(snapshot.metadata.configuration)
+        except ValueError:
+            return False  # never written: ``checkpoint_failed`` says why
+        return snapshot.version - (newest if newest is not None else 0) > 2 * interval
 
     async def _measure(self, t: _Table, snapshot: Snapshot, now_ms: int, *, changed: bool) -> None:
         """Report the table's footprint after a change, and every :data:`_MEASURE_EVERY_S`."""
@@ -719,6 +782,7 @@ class Supervisor:
             self._finished(t, report)
         finally:
             self._running.discard(t.name)
+            t.active_at = self._clock()
             if t.removed:
                 self._tables.pop(t.name, None)
             self._wake.set()
@@ -837,6 +901,7 @@ class Supervisor:
             self._vacuumed(t, report)
         finally:
             self._vacuuming.discard(t.name)
+            t.active_at = self._clock()
             if t.removed:
                 self._tables.pop(t.name, None)
             self._wake.set()

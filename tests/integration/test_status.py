@@ -119,8 +119,9 @@ async def test_the_last_error_comes_from_the_running_daemon(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each table's line shows the last error, the last run (its bins one a line), the recent
-    runs, the quarantined files (since and until when, or a reload) and the last vacuum (or
-    its error) the daemon's /healthz reports for it ("none" for a table without them)."""
+    runs, the quarantined files (since and until when, or a reload), the last vacuum (or
+    its error) and the snapshot held (or released) the daemon's /healthz reports for it
+    ("none" for a table without them)."""
     async with anyio.create_task_group() as tg:
         health = Health("ok", {})
         _, port = await tg.start(serve_metrics, Metrics(), lambda: health, ("127.0.0.1", 0))
@@ -134,6 +135,7 @@ async def test_the_last_error_comes_from_the_running_daemon(
                     last_error="access denied",
                     last_error_time=5,
                     last_vacuum=VacuumRecord(90.0, "full", error="access denied (DeleteObjects)"),
+                    snapshot_released=True,
                 ),
                 fine: TableHealth(
                     version=2,
@@ -147,19 +149,21 @@ async def test_the_last_error_comes_from_the_running_daemon(
                         QuarantinedFile("p=b/bad.parquet", None, 2, "missing", 40.0),
                     ),
                     last_vacuum=VacuumRecord(120.0, "lite", version=4, files=6, bytes=6144),
+                    snapshot_bytes=3 * 2**20 // 2,
                 ),
             },
         )
         assert await _status(config) == 0
         tg.cancel_scope.cancel()
     blocks = _blocks(capsys.readouterr().out)
-    assert blocks[failing][-4:] == [
+    assert blocks[failing][-5:] == [
         "last error: access denied",
         "daemon's last run: none since the daemon started",
         "quarantined files: none",
         "daemon's last vacuum: 1970-01-01T00:01:30+00:00 full: access denied (DeleteObjects)",
+        "daemon's snapshot: released while idle (loaded again when the table changes)",
     ]
-    assert blocks[fine][-13:] == [
+    assert blocks[fine][-14:] == [
         "last error: none",
         f"daemon's last run: {LAST_RUN[0]}",
         *LAST_RUN[1:],
@@ -175,5 +179,6 @@ async def test_the_last_error_comes_from_the_running_daemon(
         "missing",
         "daemon's last vacuum: 1970-01-01T00:02:00+00:00 lite: 6 files, 6144 bytes deleted "
         "(version 4)",
+        "daemon's snapshot: 1.5 MiB held",
     ]
     assert set(blocks) == {failing, fine}

@@ -1,10 +1,12 @@
 """The supervisor in process on local tables: a failing table is reported and backs off
 without stopping the others; a run honours the shared limits; a bin's duration is its own; a
 run superseded by another compaction is no failure; a table another run leases is skipped; a
-quarantined source is released after its period."""
+quarantined source is released after its period; over the snapshot budget, the idle table's
+snapshot is released and loaded again when it changes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +22,7 @@ from rlcd.compaction.lease import LeaseHold, take_lease
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.daemon.config import parse_settings
 from rlcd.daemon.metrics import QuarantinedFile
-from rlcd.daemon.supervise import Limits, Supervisor
+from rlcd.daemon.supervise import Limits, Supervisor, TableStatus
 from rlcd.storage import LocalStore
 from rlcd.storage.uri import TableUri
 from tests.integration.races import HoldingStore
@@ -438,3 +440,88 @@ async def test_a_lagging_checkpoint_is_written_whoever_committed(tmp_path: Path)
     assert value("rlcd_checkpoint_lag_versions", fresh) == 4
     assert not list((fresh / "_delta_log").glob("*.checkpoint*"))
     assert list((lagging / "_rlcd").iterdir()) == []  # the lease was released
+
+
+BUDGET = """
+[daemon]
+poll_interval = "100ms"
+[metrics]
+listen = ""
+[policy]
+min_small_files = 13
+min_interval = "0s"
+min_file_age = "0s"
+[[table]]
+uri = "tables/busy"
+[[table]]
+uri = "tables/quiet"
+"""
+
+
+async def test_over_the_snapshot_budget_the_idle_table_is_released_then_reloaded(
+    tmp_path: Path,
+) -> None:
+    """Two tables hold more than ``snapshot_memory`` (taken on a reload): the one idle longest
+    releases its snapshot (one event, its bytes; 0 in the metric, "released" in /healthz)
+    and the other keeps its own. Idle polls leave it released; a commit to it makes the next
+    poll load it again, and its compaction, now due, keeps every row."""
+    busy, quiet = tmp_path / "tables" / "busy", tmp_path / "tables" / "quiet"
+    for i in range(2):
+        append(busy, batch(i * 10, 10))
+    for i in range(12):
+        append(quiet, batch(i * 10, 10))
+    settings = parse_settings(BUDGET, source="test.toml", base_dir=str(tmp_path))
+    mono = [0.0]
+    supervisor = Supervisor(
+        settings,
+        store_for=lambda uri: LocalStore(uri.prefix),
+        limits=Limits.of(settings),
+        clock=lambda: mono[0],
+    )
+    busy_uri, quiet_uri = (str(TableUri.parse(str(p))) for p in (busy, quiet))
+
+    def status() -> dict[str, TableStatus]:
+        return {s.table: s for s in supervisor.status()}
+
+    def gauge(table: str) -> float | None:
+        labels = {"table": table}
+        return supervisor.metrics.registry.get_sample_value("rlcd_table_snapshot_bytes", labels)
+
+    await supervisor.run(once=True)  # both loaded; nothing due
+    quiet_bytes = status()[quiet_uri].snapshot_bytes
+    assert 0 < status()[busy_uri].snapshot_bytes < quiet_bytes == gauge(quiet_uri)
+    daemon = dataclasses.replace(settings.daemon, snapshot_memory=quiet_bytes - 1)
+    supervisor.apply(dataclasses.replace(settings, daemon=daemon))
+
+    mono[0] = 100.0
+    append(busy, batch(20, 10))  # the busy table moves; the quiet one is idle for 100 s
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+        mono[0] = 200.0
+        await supervisor.run(once=True)  # an idle poll: it stays released
+    released = [e for e in logs if e["event"] == "snapshot_released"]
+    assert [(e["table"], e["reason"], e["bytes"], e["version"]) for e in released] == [
+        (quiet_uri, "budget", quiet_bytes, 11)
+    ]
+    assert not [e for e in logs if e["event"] == "snapshot_reloaded"]
+    now = status()
+    assert (now[quiet_uri].version, now[quiet_uri].files) == (11, 12)
+    assert now[quiet_uri].snapshot_released and now[quiet_uri].snapshot_bytes == 0
+    assert gauge(quiet_uri) == 0 and gauge(busy_uri) == now[busy_uri].snapshot_bytes > 0
+    assert supervisor.health().tables[quiet_uri].snapshot_released
+    assert not now[busy_uri].snapshot_released and now[busy_uri].version == 2
+
+    append(quiet, batch(120, 10))  # its 13th small file: due
+    before = delta_rs_rows(quiet)
+    mono[0] = 300.0
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    (reloaded,) = (e for e in logs if e["event"] == "snapshot_reloaded")
+    assert (reloaded["version"], reloaded["previous"], reloaded["reason"]) == (12, 11, "changed")
+    (finished,) = (e for e in logs if e["event"] == "compaction_finished")
+    assert (finished["table"], finished["read_version"], finished["files_removed"]) == (
+        quiet_uri,
+        12,
+        13,
+    )
+    assert live_files(quiet) == 1 and delta_rs_rows(quiet) == before

@@ -56,6 +56,7 @@ def test_an_empty_file_is_every_default() -> None:
     assert (s.tables, s.discover) == ((), ())
     assert s.daemon.orphan_grace_s == 3600.0
     assert (s.daemon.lease, s.daemon.lease_ttl_s) == (True, 60.0)
+    assert (s.daemon.snapshot_memory, s.daemon.snapshot_idle_s) == (1024**3, 600.0)
     assert s.policy.min_file_age_s == 300.0
 
 
@@ -69,6 +70,9 @@ def test_an_empty_file_is_every_default() -> None:
         ('[daemon]\norphan_grace = "1d"', lambda s: s.daemon.orphan_grace_s, 86400.0),
         ("[daemon]\nlease = false", lambda s: s.daemon.lease, False),
         ('[daemon]\nlease_ttl = "2m"', lambda s: s.daemon.lease_ttl_s, 120.0),
+        ('[daemon]\nsnapshot_memory = "64MiB"', lambda s: s.daemon.snapshot_memory, 64 * 2**20),
+        ("[daemon]\nsnapshot_memory = 0", lambda s: s.daemon.snapshot_memory, 0),
+        ('[daemon]\nsnapshot_idle = "1h"', lambda s: s.daemon.snapshot_idle_s, 3600.0),
         (
             '[s3]\nendpoint_url = "http://127.0.0.1:5000"',
             lambda s: s.s3.endpoint_url,
@@ -251,6 +255,8 @@ def test_an_ambiguous_unit_says_how_to_write_it() -> None:
         ("[daemon]\norphan_grace = nan", "daemon.orphan_grace", ">= 0"),
         ("[daemon]\nbins_in_flight = 0", "daemon.bins_in_flight", ">= 1"),
         ("[daemon]\nlease_ttl = 0", "daemon.lease_ttl", "> 0"),
+        ("[daemon]\nsnapshot_idle = 0", "daemon.snapshot_idle", "> 0"),
+        ('[daemon]\nsnapshot_memory = "1g"', "daemon.snapshot_memory", "ambiguous"),
         ("[daemon]\nmemory_budget = 0", "daemon.memory_budget", "within 1 and 2^63-1"),
         ('[s3]\nendpoint_url = "127.0.0.1:5000"', "s3.endpoint_url", "http:// or https://"),
         ('[s3]\naddressing_style = "dns"', "s3.addressing_style", "one of auto, virtual, path"),

@@ -180,6 +180,7 @@ def test_footprint_success_and_consecutive_failures() -> None:
     m = Metrics()
     m.watch_table(T, now_s=10.0)
     m.set_footprint(T, live_files=3, live_bytes=3000, reclaimable_bytes=700)
+    m.set_snapshot_bytes(T, 123_456)
     for _ in range(2):
         m.record_error(T, TimeoutError(), now_s=20.0)
     got = samples(m)
@@ -187,6 +188,7 @@ def test_footprint_success_and_consecutive_failures() -> None:
     assert got[("rlcd_table_live_files", t)] == 3
     assert got[("rlcd_table_live_bytes", t)] == 3000
     assert got[("rlcd_table_vacuum_reclaimable_bytes", t)] == 700
+    assert got[("rlcd_table_snapshot_bytes", t)] == 123_456
     assert got[("rlcd_table_last_success_timestamp_seconds", t)] == 10.0
     assert got[("rlcd_table_consecutive_failures", t)] == 2
     assert got[("process_start_time_seconds", ())] > 0
@@ -251,6 +253,7 @@ def health() -> Health:
                 last_error_time=2,
                 last_run=last_run,
                 last_vacuum=VacuumRecord(3.0, "lite", version=7, files=4, bytes=4096),
+                snapshot_released=True,
             )
         },
     )
@@ -292,6 +295,8 @@ async def test_the_endpoints_answer_on_the_event_loop() -> None:
                     "bytes": 4096,
                     "error": None,
                 },
+                "snapshot_bytes": 0,
+                "snapshot_released": True,
             }
         },
     }

@@ -311,3 +311,21 @@ def test_file_actions_keep_the_other_actions() -> None:
     files = file_actions_of([_add("a", 0, 1)])
     assert isinstance(files, FileActions)
     assert files.others == []
+
+
+def test_held_bytes_counts_buffers_once_and_the_objects_made() -> None:
+    """A snapshot's held bytes are its Arrow buffers, each whole though a later snapshot holds
+    only a slice of it, plus its objects once :attr:`Snapshot.files` made them."""
+    header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
+    adds: list[Action] = [AddFile(path=f"f{i}", size=i, stats="{}") for i in range(50)]
+    snapshot = replay("t", [(0, header + adds)])
+    arrow = snapshot.adds.get_total_buffer_size() + snapshot.tombstone_rows.get_total_buffer_size()
+    assert arrow < snapshot.held_bytes() < arrow + 10_000
+    # one removal: the rows around it are slices of the same buffers, counted once
+    later = replay("t", [(1, [RemoveFile(path="f7", deletion_timestamp=1)])], base=snapshot)
+    assert later.adds.num_rows == 49
+    whole = snapshot.adds.get_total_buffer_size()
+    assert whole <= later.adds.get_total_buffer_size() < whole + 5_000  # not twice
+    before = snapshot.held_bytes()
+    assert len(snapshot.files) == 50
+    assert snapshot.held_bytes() >= before + 50 * 1000

@@ -1,0 +1,61 @@
+"""Which held snapshots the daemon releases: the idle ones, then the idle longest while over
+the budget; never a pinned one."""
+
+from __future__ import annotations
+
+from rlcd.daemon._snapshots import Held, Release, releases
+
+MIB = 2**20
+
+
+def test_under_budget_and_busy_nothing_is_released() -> None:
+    held = [Held("a", 10 * MIB, 5.0), Held("b", 20 * MIB, 60.0)]
+    assert releases(held, budget=100 * MIB, idle_s=600.0) == []
+
+
+def test_a_table_idle_past_the_threshold_is_released_under_budget() -> None:
+    held = [Held("a", 10 * MIB, 600.0), Held("b", 20 * MIB, 599.0)]
+    assert releases(held, budget=100 * MIB, idle_s=600.0) == [("a", Release.IDLE)]
+
+
+def test_over_budget_the_idle_longest_go_until_it_fits() -> None:
+    """60 MiB held over a 25 MiB budget: c (idle longest) then a go; b, the most recently
+    active, stays though it is the biggest."""
+    held = [Held("a", 20 * MIB, 30.0), Held("b", 25 * MIB, 1.0), Held("c", 15 * MIB, 90.0)]
+    assert releases(held, budget=25 * MIB, idle_s=600.0) == [
+        ("c", Release.BUDGET),
+        ("a", Release.BUDGET),
+    ]
+
+
+def test_idle_ones_count_towards_fitting_the_budget() -> None:
+    """Releasing the idle table already brings the rest within the budget."""
+    held = [Held("old", 50 * MIB, 900.0), Held("new", 10 * MIB, 2.0)]
+    assert releases(held, budget=20 * MIB, idle_s=600.0) == [("old", Release.IDLE)]
+
+
+def test_pinned_tables_are_never_released_but_count() -> None:
+    """A pinned table (its compaction, vacuum or checkpoint uses the snapshot) stays however
+    idle; its bytes still count, so the others go, and the budget may stay exceeded."""
+    held = [
+        Held("running", 80 * MIB, 5000.0, pinned=True),
+        Held("x", 10 * MIB, 1.0),
+        Held("y", 10 * MIB, 2.0),
+    ]
+    assert releases(held, budget=50 * MIB, idle_s=600.0) == [
+        ("y", Release.BUDGET),
+        ("x", Release.BUDGET),
+    ]
+
+
+def test_ties_release_the_bigger_then_by_name() -> None:
+    held = [Held("b", 10, 7.0), Held("a", 10, 7.0), Held("c", 30, 7.0)]
+    assert releases(held, budget=15, idle_s=600.0) == [
+        ("c", Release.BUDGET),
+        ("a", Release.BUDGET),
+    ]
+
+
+def test_a_zero_budget_releases_every_unpinned_table() -> None:
+    held = [Held("a", 1, 0.0), Held("b", 1, 0.0, pinned=True)]
+    assert releases(held, budget=0, idle_s=600.0) == [("a", Release.BUDGET)]
