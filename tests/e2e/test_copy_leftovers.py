@@ -122,7 +122,8 @@ def test_kill_9_of_a_copy_leaves_nothing_after_the_next_run(
     temps = temp_files(table)
     outputs = unreferenced_rlcd_files(table)
     if at == "copy":  # the copied ranges are whole row groups: 4 sources of ~8.8 MB each
-        assert temps and all(0 < p.stat().st_size < 4 * 8_000_000 for p in temps), temps
+        sizes = [p.stat().st_size for p in temps]  # the other bin's may be still empty
+        assert any(sizes) and all(size < 4 * 8_000_000 for size in sizes), sizes
         assert outputs == []
     else:
         assert temps == [] and len(outputs) == 2
