@@ -7,8 +7,10 @@ On moto, the fault proxy sits between the CLI and S3 and holds the PUT of the co
 local disk no proxy can sit between rlcd and the file system, so the CLI runs with
 :data:`SITE` first on its PYTHONPATH: that folder's ``sitecustomize`` (:func:`install`) wraps
 the CLI's store in a ``HoldingStore`` whose hold waits, once, for the test's go-ahead, passed as
-files in the folder ``RLCD_TEST_HOLD`` names. Nothing but these tests puts :data:`SITE` on a
-path, and rlcd itself holds nothing.
+files in the folder ``RLCD_TEST_HOLD`` names. With ``RLCD_TEST_HOLD_AT=copy`` it holds the copy
+path's writing of an output instead: each ``os.copy_file_range`` call (one copied range) waits
+for the go-ahead after it copied, so a test can kill the run with an output half written.
+Nothing but these tests puts :data:`SITE` on a path, and rlcd itself holds nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -51,13 +53,19 @@ class CommitHold(Protocol):
 
 @dataclass
 class FileHold:
-    """Local disk: the go-ahead is a file in ``folder``, the put waits in the subprocess."""
+    """Local disk: the go-ahead is a file in ``folder``, the put (or, ``at="copy"``, the
+    copying of an output's range) waits in the subprocess."""
 
     folder: Path
+    at: Literal["commit", "copy"] = "commit"
 
     def env(self) -> dict[str, str]:
         path = os.pathsep.join([str(SITE), str(_ROOT), os.environ.get("PYTHONPATH", "")])
-        return {"PYTHONPATH": path, "RLCD_TEST_HOLD": str(self.folder)}
+        return {
+            "PYTHONPATH": path,
+            "RLCD_TEST_HOLD": str(self.folder),
+            "RLCD_TEST_HOLD_AT": self.at,
+        }
 
     def wait_held(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -151,13 +159,17 @@ async def losing_run(side: Side, args: list[str], winner: Hold) -> Done:
     return done
 
 
-def install(folder: str) -> None:
-    """In the CLI subprocess: hold its first commit put until ``folder/go`` exists."""
+def install(folder: str, at: str) -> None:
+    """In the CLI subprocess: hold its first commit put (``at="commit"``) or every copied
+    range after it was copied (``at="copy"``) until ``folder/go`` exists."""
+    held, go = Path(folder) / "held", Path(folder) / "go"
+    if at == "copy":
+        _hold_copies(held, go)
+        return
     import rlcd.storage as storage  # the CLI opens its store through it, at run time
     from tests.integration.races import HoldingStore
 
     opened = storage.open_store
-    held, go = Path(folder) / "held", Path(folder) / "go"
 
     async def hold() -> None:
         held.touch()
@@ -170,3 +182,18 @@ def install(folder: str) -> None:
             yield HoldingStore(inner, [hold])
 
     storage.open_store = holding  # type: ignore[assignment]
+
+
+def _hold_copies(held: Path, go: Path) -> None:
+    """Make each ``os.copy_file_range`` call, in rlcd's worker thread, wait for ``go`` after
+    it copied: the output's temp file then holds its first pieces only."""
+    copy = os.copy_file_range
+
+    def held_copy(*args: Any) -> int:
+        done = copy(*args)
+        held.touch()
+        while not go.exists():
+            time.sleep(0.02)
+        return done
+
+    os.copy_file_range = held_copy

@@ -1,0 +1,147 @@
+"""The copy path (issue 39) on tables Spark wrote: files of one row group of ~6 MB each, which
+rlcd's default policy copies as they are, column mapping, a deletion vector on one file.
+
+Spark judges (vectorized and parquet-mr readers): the compacted table reads as before; Spark's
+DELETE and UPDATE on the copied output give the rows they give on an uncompacted copy of the
+table; a second rlcd compaction after them keeps those rows. The tables hold 1.2M rows, too
+many to collect to Python several times: rows are compared by a digest Spark computes of the
+multiset (the count and two sums of independent row hashes).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.spark.support import compact, latest_version, log_actions, read, verify
+
+pytestmark = pytest.mark.spark
+
+ROWS = 300_000
+"""Rows per Spark write: two random doubles make a row group above ``min_copy_row_group``."""
+TARGET = ("--target-size", "512MiB")
+"""Every file is small against it: one bin per partition."""
+
+
+def _spark_table(spark: Any, path: Path, mapping: str, partitioned: bool, columns: bool) -> None:
+    """Four Spark writes of :data:`ROWS` rows, one file each (snappy, as Spark writes by
+    default), taking turns between partitions a and b; a DELETE puts a deletion vector on the
+    first. Unless ``columns``, Spark leaves the partition column out of its files (Delta 4.4
+    writes it into them by default)."""
+    part = ", part STRING" if partitioned else ""
+    written = "" if columns else ", 'delta.writePartitionColumnsToParquet' = 'false'"
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, x DOUBLE, y DOUBLE, "
+        f"n STRUCT<a: INT, b: STRING>{part}) USING delta "
+        f"{'PARTITIONED BY (part) ' if partitioned else ''}TBLPROPERTIES ("
+        f"'delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = '{mapping}'"
+        f"{written})"
+    )
+    for i in range(4):
+        value = f", '{'ab'[i % 2]}'" if partitioned else ""
+        spark.sql(
+            f"INSERT INTO delta.`{path}` SELECT id, rand({i}), rand({i + 10}), "
+            f"named_struct('a', CAST(id % 1000 AS INT), 'b', CAST(id % 7 AS STRING)){value} "
+            f"FROM range({i * ROWS}, {(i + 1) * ROWS}, 1, 1)"
+        )
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id < {ROWS} AND id % 1000 = 3")
+
+
+def _digest(spark: Any, path: Path) -> tuple[int, int, int]:
+    """The table's rows as Spark's vectorized reader reads them, digested (count, sums of
+    ``xxhash64`` and ``hash`` over each whole row), once asserted equal to parquet-mr's."""
+
+    def digest() -> tuple[int, int, int]:
+        (got,) = (
+            read(spark, path)
+            .selectExpr(
+                "count(*) AS n",
+                "sum(CAST(xxhash64(*) AS DECIMAL(38, 0))) AS h",
+                "sum(CAST(hash(*) AS DECIMAL(38, 0))) AS g",
+            )
+            .collect()
+        )
+        return int(got.n), int(got.h), int(got.g)
+
+    vectorized = digest()
+    spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
+    try:
+        assert digest() == vectorized, "parquet-mr reads other rows"
+    finally:
+        spark.conf.unset("spark.sql.parquet.enableVectorizedReader")
+    return vectorized
+
+
+def _dml(spark: Any, path: Path) -> None:
+    """Spark's DELETE and UPDATE, touching every file."""
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 10 = 1")
+    spark.sql(f"UPDATE delta.`{path}` SET x = -x, n.b = 'u' WHERE id % 100 = 7")
+
+
+def _copied(stdout: str) -> int:
+    """The row groups the report says were copied, over all bins."""
+    return sum(int(n) for n in re.findall(r"(\d+) row groups? copied", stdout))
+
+
+def _snappy_row_groups(path: Path, version: int) -> int:
+    """Row groups of the commit's outputs that are all snappy, Spark's codec: copied as they
+    were (rlcd encodes zstd)."""
+    found = 0
+    for add in (a["add"] for a in log_actions(path, version) if "add" in a):
+        meta = pq.read_metadata(path / add["path"])
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            codecs = {group.column(c).compression for c in range(group.num_columns)}
+            found += codecs == {"SNAPPY"}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("mapping", "partitioned", "columns"),
+    [("name", False, True), ("id", True, False), ("id", True, True)],
+    ids=["name", "id-partitioned", "id-partition-columns-in-files"],
+)
+def test_spark_reads_copied_outputs_and_runs_dml_on_them(
+    spark: Any, tmp_path: Path, mapping: str, partitioned: bool, columns: bool
+) -> None:
+    """rlcd copies the clean files' row groups and re-encodes the DV'd file's; Spark reads the
+    same rows; Spark's DELETE and UPDATE on the output match an uncompacted copy's, and so does
+    a second compaction after them."""
+    path, reference = tmp_path / "t", tmp_path / "reference"
+    _spark_table(spark, path, mapping, partitioned, columns)
+    shutil.copytree(path, reference)
+    before = _digest(spark, path)
+
+    first = compact(path, *TARGET)
+    copied = _copied(first.stdout)
+    version = latest_version(path)
+    assert _snappy_row_groups(path, version) == copied
+    outputs = {a["add"]["path"] for a in log_actions(path, version) if "add" in a}
+    assert _digest(spark, path) == before
+    verify(path)
+
+    _dml(spark, path)
+    deleted = log_actions(path, version + 1)  # Spark's DELETE: a DV on each output
+    assert {a["add"]["path"] for a in deleted if "deletionVector" in a.get("add", {})} == outputs
+    _dml(spark, reference)
+    after = _digest(spark, reference)
+    assert after != before
+    assert _digest(spark, path) == after
+    compact(path, *TARGET)
+    assert _digest(spark, path) == after
+    verify(path)
+    (count,) = spark.sql(f"SELECT count(*) AS n FROM delta.`{path}`").collect()
+    assert count.n == after[0]  # the count from rlcd's stats
+
+    if partitioned and columns and copied == 0:
+        pytest.xfail(
+            "Delta 4.4 writes the partition column into its data files by default "
+            "(delta.writePartitionColumnsToParquet), so their Parquet schema is not the "
+            "output's (schema_differs): nothing is copied"
+        )
+    assert copied == 3  # the clean files' row groups
