@@ -35,7 +35,7 @@ from rlcd.cli.exit_codes import (
     error_exit_code,
     exit_code,
 )
-from rlcd.cli.process import configure_process
+from rlcd.cli.process import configure_process, scratch_dir
 from rlcd.cli.report import human_bytes, print_compaction, print_plan, print_verify
 from rlcd.cli.sizes import parse_size_flag
 from rlcd.compaction.policy import CODECS, ENCODINGS, REWRITES
@@ -754,7 +754,8 @@ def run() -> NoReturn:
     exits the usual way.
     """
     configure_process()
-    code = main()
+    with scratch_dir():
+        code = main()
     with suppress(OSError):  # a reader that went away cannot be told more
         sys.stdout.flush()
     with suppress(OSError):

@@ -19,6 +19,12 @@
   while rlcd reads S3 through its own client and local files through pyarrow's native files.
   ``pyarrow.fs`` itself still works; asking it for one of them raises pyarrow's own ImportError.
 
+- Temporary files (a spilled source, a bin's encoded rows, a checkpoint being written) go to a
+  folder of the process's own, ``rlcd-<pid>-<random>`` in the system's temp directory
+  (``TMPDIR``), removed when the command ends (:func:`scratch_dir`). A ``kill -9`` leaves that
+  folder behind: the next rlcd command removes the folders of rlcd processes that no longer
+  run (same user; a pid that runs again, reused by another program, keeps its folder).
+
 What each costs or saves is measured in docs/performance.md. The daemon (``rlcd run``) starts
 through the same entry point. Library code makes none of these settings: a program that
 imports ``rlcd.compaction`` directly keeps its own, and the compaction allocates in whatever
@@ -30,14 +36,21 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
-__all__ = ("configure_process", "ARROW_POOL_VARIABLE")
+__all__ = ("configure_process", "scratch_dir", "ARROW_POOL_VARIABLE")
 
 ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 _PR_SET_THP_DISABLE = 41
 _REMOTE_FILESYSTEMS = ("_s3fs", "_gcsfs", "_azurefs", "_hdfs")  # pyarrow's, as pyarrow.fs imports
 _UNUSED = ("numpy", *(f"pyarrow.{name}" for name in _REMOTE_FILESYSTEMS))
+_SCRATCH = re.compile(r"rlcd-(\d+)-[^/]+")
+"""A scratch folder's name: the pid of the process that made it, then mkdtemp's letters."""
 
 
 def configure_process() -> None:
@@ -49,3 +62,48 @@ def configure_process() -> None:
     if sys.platform == "linux":
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
+
+
+@contextlib.contextmanager
+def scratch_dir() -> Iterator[Path]:
+    """The process's temporary files in a folder of its own while the block runs (Python's
+    ``tempfile`` defaults to it), after removing the folders rlcd processes that ended left
+    behind; the folder is removed when the block ends."""
+    base = Path(tempfile.gettempdir())
+    for stale in _abandoned(base):
+        shutil.rmtree(stale, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f"rlcd-{os.getpid()}-", dir=base))
+    tempfile.tempdir = str(path)
+    try:
+        yield path
+    finally:
+        tempfile.tempdir = None
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _abandoned(base: Path) -> list[Path]:
+    """The scratch folders in ``base`` of this user whose process no longer runs."""
+    found = []
+    with contextlib.suppress(OSError), os.scandir(base) as entries:
+        for entry in entries:
+            match = _SCRATCH.fullmatch(entry.name)
+            with contextlib.suppress(OSError):
+                if (
+                    match is not None
+                    and entry.is_dir(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+                    and not _running(int(match.group(1)))
+                ):
+                    found.append(Path(entry.path))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (anyone's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True

@@ -131,8 +131,18 @@ def test_kill_9_of_a_copy_leaves_nothing_after_the_next_run(
             _copied_output(next(table.rglob(name)), sources=4)
     assert content(table).equals(rows)
 
-    done = rlcd("compact", str(table), *TARGET, "--orphan-grace", "0s")
+    scratch = list((tmp_path / "tmp").iterdir())  # the killed run's scratch folder
+    assert [p.name.split("-")[:2] for p in scratch] == [["rlcd", str(process.pid)]]
+    done = rlcd(
+        "compact",
+        str(table),
+        *TARGET,
+        "--orphan-grace",
+        "0s",
+        env={"TMPDIR": str(tmp_path / "tmp")},
+    )
     assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []  # its folder went, and so did the run's own
     left = f"{len(temps)} temp file" if at == "copy" else "2 uncommitted files"
     assert "removed leftovers of earlier runs" in done.stdout and left in done.stdout, done.stdout
     _copied(done.stdout)
