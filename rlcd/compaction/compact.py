@@ -30,10 +30,10 @@ from rlcd.compaction.commit import (
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import (
-    BinShares,
     CopySummary,
     RewriteSettings,
     RewrittenBin,
+    handoff_bytes,
     plan_bin_copy,
     rewrite_bin,
 )
@@ -252,10 +252,8 @@ async def compact_table(
     Up to ``bin_concurrency`` bins are rewritten at once (default: one more than the cores this
     process may use, so a bin waiting on IO leaves no core idle). With fewer bins than that,
     each bin splits its decoding and encoding over two threads so the cores stay busy; with
-    more, each bin runs in one thread, which costs less CPU and memory, until the run leaves a
-    core idle: then its last bins split too (without a daemon's ``limiter``, whose cores other
-    tables share). Each bin holds at most one row group and a few batches (see
-    :func:`rewrite_bin`).
+    more, each bin runs in one thread to its end, which costs less CPU and memory. Each bin
+    holds at most one row group and a few batches (see :func:`rewrite_bin`).
 
     A daemon passes the ``snapshot`` it holds (else the latest is loaded), and the limiters it
     shares across all tables: ``limiter`` bounds the bins decoding at once (it replaces
@@ -317,9 +315,8 @@ async def compact_table(
     else:
         concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
     slots = limiter or anyio.CapacityLimiter(concurrency)
-    # a daemon's limiter is shared with other tables' bins: only a run alone knows its cores
-    shares = BinShares(concurrency, len(bins), cores=_cores() if limiter is None else 0)
     split = len(bins) < concurrency
+    room = handoff_bytes(concurrency, len(bins))
 
     async def one(b: Bin) -> None:
         try:
@@ -329,8 +326,8 @@ async def compact_table(
                     b,
                     settings,
                     limiter=slots,
-                    shares=shares,
                     split=split,
+                    handoff_bytes=room,
                     on_start=None if on_bin_start is None else lambda: on_bin_start(b),
                 )
             done.append(rewritten)

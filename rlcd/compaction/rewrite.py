@@ -8,16 +8,15 @@ the other cores busy (the cheapest in CPU and memory), or are split over two thr
 batches straight to each other through a byte-bounded handoff with no event-loop round trip
 per batch, so that a bin alone keeps two cores busy; such a bin also encodes each row group
 in two threads, a part of its fields in each (:mod:`rlcd.parquet.split_writer`), since its
-encode thread is the one that bounds it. A bin started in one thread moves its encoding to a
-thread of its own once the run leaves a core idle (its other bins are done and none waits):
-the last bin of a run then ends on two cores, not one. A local store's sources are opened in
+encode thread is the one that bounds it. Which way a bin runs is decided when it starts
+(:func:`rewrite_bin`'s ``split``) and kept to its end. A local store's sources are opened in
 place and its output file is written by pyarrow itself: no data passes through Python objects
 or the event loop.
 
 At any time the bin holds at most ``prefetch`` fetched sources (at least 2: the one being
 decoded and the next), one row group (bounded in rows
-and bytes), when split ``HANDOFF_BYTES`` of decoded batches (more for the last bins of a run,
-see :class:`BinShares`) and, when uploading, a few chunks and one part: never the whole bin.
+and bytes), when split at most ``MAX_HANDOFF_BYTES`` of decoded batches (its share of the run's
+room, :func:`handoff_bytes`) and, when uploading, a few chunks and one part: never the whole bin.
 Every batch, also one emptied by a DV, passes the stats accumulator and the batch counter
 (design §2). Any failure or cancellation stops the bin's threads and aborts the output, so a
 failed bin leaves nothing behind.
@@ -34,7 +33,6 @@ may commit it. Every other bin, and every bin with ``rewrite = "reencode"``, run
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import tempfile
 import threading
@@ -51,7 +49,7 @@ import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
-from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskStatus
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.streams.memory import MemoryObjectSendStream
 
 from rlcd._tasks import gather, primary_error
@@ -101,7 +99,7 @@ __all__ = (
     "CopySummary",
     "plan_bin_copy",
     "parquet_writer",
-    "BinShares",
+    "handoff_bytes",
     "rewrite_bin",
     "output_key",
     "ROW_GROUP_BYTES",
@@ -115,12 +113,13 @@ _SINK_BUFFER = 1024 * 1024
 _SINK_AHEAD = 2
 HANDOFF_BYTES = 6 * 1024 * 1024
 """Decoded batches a bin may hold between its decode and encode stages (a few source files'
-worth), unless :class:`BinShares` gives it more."""
+worth); a split bin of a run with fewer bins than may run at once gets more
+(:func:`handoff_bytes`)."""
 ROW_GROUP_BYTES = 8 * 1024 * 1024
 """A row group is written once it holds this many bytes of Arrow data, even if it has fewer
 rows than the policy's ``row_group_rows``: this bounds the rows a bin holds in memory.
 pyarrow encodes a row group from Arrow data, so each bin holds this much (a lone bin about
-three times as much, see :class:`BinShares`). Larger row groups raised the peak RSS without
+three times as much, see :func:`handoff_bytes`). Larger row groups raised the peak RSS without
 raising throughput (docs/performance.md). The row groups (a few hundred thousand rows) are
 still larger than DuckDB's or polars' defaults."""
 GROWN_ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -130,7 +129,7 @@ tens of thousands (messages, user agents, URLs) repeat too seldom among 8 MiB of
 for a dictionary. Such a bin holds this much. A chosen dictionary holds some of its row
 group's values, so it adds no more than the row group does."""
 MAX_HANDOFF_BYTES = ROW_GROUP_BYTES
-"""The most a bin's stages hold between them, also when it takes over finished bins' shares:
+"""The most a bin's stages hold between them, also when it takes over absent bins' shares:
 room for the decoder to decode one row group's worth while the encoder writes one, which is
 what keeps both stages busy. More only raised the peak RSS; less stalls the decoder
 (docs/performance.md)."""
@@ -498,77 +497,24 @@ class _Aborted(Exception):
     """The other end of a :class:`_Handoff` failed; its own error is the one reported."""
 
 
-class BinShares:
-    """The batch memory of a compaction run's concurrent bins, shared out.
+def handoff_bytes(concurrency: int, bins: int) -> int:
+    """How many bytes of decoded batches each split bin of a run may hold between its stages,
+    when up to ``concurrency`` bins run at once and the run has ``bins``.
 
-    Each running bin holds one row group being filled (up to :data:`ROW_GROUP_BYTES`) and up to
-    ``HANDOFF_BYTES`` of decoded batches waiting for its encoder. Once fewer bins remain than
-    run at once, the remaining bins get the absent bins' shares as room between their stages:
-    the encoder writes a row group in one burst, and with room the decode stage keeps running
-    meanwhile, so the last bin of a run (or the only one) keeps two cores busy, up to
-    :data:`MAX_HANDOFF_BYTES`. The run's bound stays
+    Each running bin holds one row group being filled (up to :data:`ROW_GROUP_BYTES`) and up
+    to ``HANDOFF_BYTES`` of batches waiting for its encoder. A run with fewer bins than that
+    shares the absent bins' room out among its own, up to :data:`MAX_HANDOFF_BYTES`: the
+    encoder writes a row group in one burst, and with room the decode stage keeps running
+    meanwhile, so a lone bin keeps two cores busy. The run's bound stays
     ``concurrency * (ROW_GROUP_BYTES + HANDOFF_BYTES)`` for the bins decoding, plus up to
     ``concurrency`` last row groups of bins that only have that left to write (see
     :func:`rewrite_bin`).
-
-    It also counts the run's stage threads: with ``cores`` (the run has them to itself), a bin
-    running in one thread splits its stages once they are fewer than the cores and no bin waits
-    to start (:meth:`_split_late`).
-
-    Create one per run with the number of bins that may run at once and the number planned;
-    pass it to every :func:`rewrite_bin` of the run. Thread-safe.
     """
-
-    def __init__(self, concurrency: int, bins: int, *, cores: int = 0) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency {concurrency} is below 1")
-        self._concurrency = concurrency
-        self._remaining = bins
-        self._cores = cores
-        self._waiting = bins  # not started yet
-        self._threads = 0  # the stage threads of the bins started and not done
-        self._lock = threading.Lock()
-        self._handoffs: set[_Handoff] = set()
-
-    def handoff_bytes(self) -> int:
-        """How many bytes of batches a running bin may hold between its stages now."""
-        running = max(1, min(self._concurrency, self._remaining))
-        share = ROW_GROUP_BYTES + HANDOFF_BYTES
-        return min(MAX_HANDOFF_BYTES, share * self._concurrency // running - ROW_GROUP_BYTES)
-
-    def _join(self, handoff: _Handoff) -> None:
-        with self._lock:
-            self._handoffs.add(handoff)
-
-    def _start(self, handoff: _Handoff, threads: int) -> None:
-        """A bin starts its stages, in ``threads`` threads."""
-        with self._lock:
-            self._waiting -= 1
-            self._threads += threads
-            handoff.threads = threads
-
-    def _split_late(self, handoff: _Handoff) -> bool:
-        """Whether the bin of ``handoff``, running in one thread, is to move its encoding to a
-        thread of its own now (counted from here on): a core is idle and no bin waits."""
-        if not self._cores:  # a daemon's run, asked at every batch: never, and no lock
-            return False
-        with self._lock:
-            if self._waiting > 0 or self._threads >= self._cores:
-                return False
-            self._threads += 1
-            handoff.threads += 1
-            return True
-
-    def _leave(self, handoff: _Handoff) -> None:
-        """A bin is done (written or failed): the bins still running may get more room."""
-        with self._lock:
-            self._handoffs.discard(handoff)
-            self._remaining -= 1
-            self._threads -= handoff.threads
-            handoff.threads = 0
-            waiting = list(self._handoffs)
-        for other in waiting:
-            other.wake()
+    if concurrency < 1:
+        raise ValueError(f"concurrency {concurrency} is below 1")
+    running = max(1, min(concurrency, bins))
+    share = ROW_GROUP_BYTES + HANDOFF_BYTES
+    return min(MAX_HANDOFF_BYTES, share * concurrency // running - ROW_GROUP_BYTES)
 
 
 class _Handoff:
@@ -580,27 +526,18 @@ class _Handoff:
     stops with :class:`_Aborted`.
     """
 
-    def __init__(self, shares: BinShares | None) -> None:
+    def __init__(self, limit: int) -> None:
         self._items: deque[tuple[_Item, int]] = deque()
         self._bytes = 0
-        self._shares = shares
+        self._limit = limit
         self._ready = threading.Condition()
         self._closed = False
         self.aborted = False
-        self.threads = 0  # the bin's stage threads, as its BinShares counts them
-
-    def split_late(self) -> bool:
-        """Whether the bin, running in one thread, is to split its stages now (see
-        :meth:`BinShares._split_late`); never without shares."""
-        return self._shares is not None and self._shares._split_late(self)
-
-    def _limit(self) -> int:
-        return HANDOFF_BYTES if self._shares is None else self._shares.handoff_bytes()
 
     def put(self, item: _Item) -> None:
         size = item[1].nbytes if isinstance(item, tuple) else 0
         with self._ready:
-            while self._items and self._bytes + size > self._limit() and not self.aborted:
+            while self._items and self._bytes + size > self._limit and not self.aborted:
                 self._ready.wait()
             if self.aborted:
                 raise _Aborted
@@ -630,11 +567,6 @@ class _Handoff:
     def abort(self) -> None:
         with self._ready:
             self.aborted = True
-            self._ready.notify_all()
-
-    def wake(self) -> None:
-        """Have a waiting stage look at the limit again."""
-        with self._ready:
             self._ready.notify_all()
 
 
@@ -680,21 +612,16 @@ def _decode(
 ) -> None:
     """The decode stage of a split bin, in one worker thread for the whole bin: every item of
     :func:`_items` into the handoff (the stats are computed here rather than on the encode
-    side, to balance the stages)."""
+    side, to balance the stages), then close the handoff; on any failure, abort it."""
     with contextlib.closing(_items(bin_, settings, sources, stats)) as items:
-        _pass_on(items, handoff)
-
-
-def _pass_on(items: Iterator[_Item], handoff: _Handoff) -> None:
-    """Put every item into the handoff, then close it; on any failure, abort it."""
-    try:
-        for item in items:
-            handoff.put(item)
-        handoff.close()
-    except BaseException as exc:
-        handoff.abort()
-        if not isinstance(exc, _Aborted):  # the fetch task reports its own failure
-            raise
+        try:
+            for item in items:
+                handoff.put(item)
+            handoff.close()
+        except BaseException as exc:
+            handoff.abort()
+            if not isinstance(exc, _Aborted):  # the fetch task reports its own failure
+                raise
 
 
 def _encode(encoder: _Encoder, handoff: _Handoff) -> None:
@@ -710,46 +637,27 @@ def _decode_and_encode(
     handoff: _Handoff,
     encoder: _Encoder,
     stats: StatsAccumulator,
-    encode_apart: Callable[[], None],
 ) -> None:
     """A bin that is not split: both stages in one worker thread. The thread reuses the memory
     it frees, nothing waits between the stages and no batches pile up in between; the run's
-    other bins keep the other cores busy, and ``handoff`` only carries a cancellation. Once
-    they no longer do (:meth:`_Handoff.split_late`, asked at each item), ``encode_apart``
-    starts the encode stage in a thread of its own, which takes the encoder over, and this one
-    goes on as the decode stage."""
+    other bins keep the other cores busy, and ``handoff`` only carries a cancellation."""
+
+    def until_aborted(items: Iterator[_Item]) -> Iterator[_Item]:
+        for item in items:
+            if handoff.aborted:
+                raise _Aborted
+            yield item
+
     with contextlib.closing(_items(bin_, settings, sources, stats)) as decoded:
-        apart: list[_Item] = []  # the first item for the encode stage, once it is apart
-
-        def until_apart() -> Iterator[_Item]:
-            for item in decoded:
-                if handoff.aborted:
-                    raise _Aborted
-                if handoff.split_late():
-                    encode_apart()
-                    apart.append(item)
-                    return
-                yield item
-
-        _finish(encoder, handoff, until_apart(), handed_over=lambda: bool(apart))
-        if apart:
-            _pass_on(itertools.chain(apart, decoded), handoff)
+        _finish(encoder, handoff, until_aborted(decoded))
 
 
-def _finish(
-    encoder: _Encoder,
-    handoff: _Handoff,
-    items: Iterator[_Item],
-    *,
-    handed_over: Callable[[], bool] = lambda: False,
-) -> None:
-    """Every item into the encoder, then close it (unless ``handed_over`` says another stage
-    now has it); on any failure, discard the output."""
+def _finish(encoder: _Encoder, handoff: _Handoff, items: Iterator[_Item]) -> None:
+    """Every item into the encoder, then close it; on any failure, discard the output."""
     try:
         for item in items:
             encoder.accept(item)
-        if not handed_over():
-            encoder.close()
+        encoder.close()
     except _Aborted:
         encoder.discard()
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -765,11 +673,9 @@ async def _stage(
     fn: Callable[..., None],
     args: tuple[Any, ...],
     then: Callable[[], None] | None = None,
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a stage in a worker thread whose calls into the event loop are never cancelled,
-    then call ``then``. Started (``task_status``) once nothing can cancel it any more.
+    then call ``then``.
 
     anyio does not cancel a ``from_thread`` call made after its scope was cancelled, so a
     thread waiting there for a stream could wait forever. Instead, a stage ends on its own:
@@ -777,28 +683,12 @@ async def _stage(
     cancellation of the bin aborts the handoff (:func:`_abort_when_cancelled`).
     """
     with anyio.CancelScope(shield=True):
-        task_status.started()
         # a token of its own, not one of anyio's shared 40: a run's stage threads are bounded
         # by its bins (two at most each), and must never wait for a token held by the store's
         # IO threads, or by stages that are themselves waiting for that IO
         await anyio.to_thread.run_sync(fn, *args, limiter=anyio.CapacityLimiter(1))
     if then is not None:
         then()
-
-
-async def _one_thread(
-    both: tuple[Any, ...], encoder: _Encoder, handoff: _Handoff, **where: str
-) -> None:
-    """A bin's stages (``both``: the arguments of :func:`_decode_and_encode` but the last) in
-    one worker thread, until its encoding moves to a thread of its own; returns once both are
-    done. ``where`` names the bin in the log."""
-    async with anyio.create_task_group() as stages:
-
-        def encode_apart() -> None:  # in the stage's thread
-            log.debug("bin_split", **where)
-            anyio.from_thread.run(stages.start, _stage, _encode, (encoder, handoff))
-
-        await _stage(_decode_and_encode, (*both, encode_apart))
 
 
 class _Slot:
@@ -847,8 +737,8 @@ async def rewrite_bin(
     settings: RewriteSettings,
     *,
     limiter: anyio.CapacityLimiter | None = None,
-    shares: BinShares | None = None,
     split: bool = True,
+    handoff_bytes: int = HANDOFF_BYTES,
     on_start: Callable[[], None] | None = None,
 ) -> RewrittenBin:
     """Write the bin's live rows, source after source, into one new object.
@@ -862,22 +752,18 @@ async def rewrite_bin(
     its sources (a bin that is not split: until it is written): it bounds how many bins decode
     at once, not the threads a bin uses, which could deadlock a split bin's stages. A split
     bin that only has its last row group left to encode lets the next bin start, so the two
-    overlap instead of leaving a core idle; each holds at most one row group. ``shares`` is
-    the run's :class:`BinShares`; without one a split bin holds at most ``HANDOFF_BYTES``
-    between its stages. ``on_start`` is called when the bin starts, holding its token.
+    overlap instead of leaving a core idle; each holds at most one row group. A split bin
+    holds at most ``handoff_bytes`` of batches between its stages (its run's
+    :func:`handoff_bytes`). ``on_start`` is called when the bin starts, holding its token.
 
     Raises:
         CorruptDataError, DeletionVectorError: a source cannot be read; nothing is left behind.
         StorageError: the store failed; the upload is aborted.
     """
-    handoff = _Handoff(shares)
-    if shares is not None:
-        shares._join(handoff)
+    handoff = _Handoff(handoff_bytes)
     slot = _Slot(limiter)
     try:
         await slot.acquire()
-        if shares is not None:
-            shares._start(handoff, 2 if split else 1)
         if on_start is not None:
             on_start()
         return await _rewrite(store, bin_, settings, handoff, slot, split)
@@ -885,8 +771,6 @@ async def rewrite_bin(
         raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
     finally:
         slot.release()
-        if shares is not None:
-            shares._leave(handoff)
 
 
 def _primary_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -938,9 +822,7 @@ async def _rewrite(
                             await _stage(_encode, (encoder, handoff))
                         else:
                             both = (bin_, settings, fetch_receive, handoff, encoder, stats)
-                            await _one_thread(
-                                both, encoder, handoff, table=settings.table, bin=bin_.bin_id
-                            )
+                            await _stage(_decode_and_encode, both)
                     finally:
                         chunk_send.close()  # the upload task ends after the last chunk
                         watch.cancel()

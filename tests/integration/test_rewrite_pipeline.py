@@ -23,13 +23,7 @@ import pytest
 from rlcd.compaction.compact import rewrite_settings
 from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.compaction.rewrite import (
-    BinShares,
-    RewriteSettings,
-    RewrittenBin,
-    _Handoff,
-    rewrite_bin,
-)
+from rlcd.compaction.rewrite import RewriteSettings, RewrittenBin, rewrite_bin
 from rlcd.delta.load import load_snapshot, table_config
 from rlcd.errors import MissingDataFileError, StorageError
 from rlcd.storage import LocalStore
@@ -72,30 +66,11 @@ class Remote:
         return writer
 
 
-class LateSplit(BinShares):
-    """The shares of a run with a core to spare from the bin's fourth item on (a source's
-    batch, past the bin's start): a bin started in one thread splits its stages there."""
-
-    def __init__(self) -> None:
-        super().__init__(1, 1, cores=2)
-        self.asked = 0
-        self.split = False
-
-    def _split_late(self, handoff: _Handoff) -> bool:
-        self.asked += 1
-        if self.asked >= 4 and super()._split_late(handoff):
-            self.split = True
-        return self.split
-
-
-STAGES = ["split", "one-thread", "late-split"]
-"""How a bin runs its stages: split from the start, in one thread, or split at its fourth
-item."""
+STAGES = ["split", "one-thread"]
+"""How a bin runs its stages: split over two threads, or in one."""
 
 
 def _stages(stages: str) -> dict[str, Any]:
-    if stages == "late-split":
-        return {"split": False, "shares": LateSplit()}
     return {"split": stages == "split"}
 
 
@@ -174,8 +149,8 @@ async def test_local_and_remote_paths_write_the_same_file(
 
 @pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
 async def test_a_split_bin_writes_the_one_thread_bins_bytes(tmp_path: Path, remote: bool) -> None:
-    """A split bin encodes each row group in two parts at once, a bin that splits late hands
-    its encoder to another thread: byte for byte the same file."""
+    """A split bin encodes each row group in two parts at once: byte for byte the file a
+    one-thread bin writes."""
     _small_table(tmp_path)
     async with LocalStore(tmp_path) as store:
         bin_, settings = await _plan(store)
@@ -183,18 +158,14 @@ async def test_a_split_bin_writes_the_one_thread_bins_bytes(tmp_path: Path, remo
         target = Remote(store) if remote else store
         one = await rewrite_bin(target, bin_, settings, split=False)  # type: ignore[arg-type]
         two = await rewrite_bin(target, bin_, settings, split=True)  # type: ignore[arg-type]
-        late = LateSplit()
-        three = await rewrite_bin(target, bin_, settings, shares=late, split=False)  # type: ignore[arg-type]
-    assert late.split
     assert pq.read_metadata(tmp_path / two.key).num_row_groups == 3
-    for other in (two, three):
-        assert (tmp_path / one.key).read_bytes() == (tmp_path / other.key).read_bytes()
-        assert (one.stats, one.runs, one.offsets, one.rows) == (
-            other.stats,
-            other.runs,
-            other.offsets,
-            other.rows,
-        )
+    assert (tmp_path / one.key).read_bytes() == (tmp_path / two.key).read_bytes()
+    assert (one.stats, one.runs, one.offsets, one.rows) == (
+        two.stats,
+        two.runs,
+        two.offsets,
+        two.rows,
+    )
 
 
 @pytest.mark.parametrize("stages", STAGES)
