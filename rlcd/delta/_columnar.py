@@ -24,9 +24,10 @@ applies them to objects):
   (``{"numRecords":N`` is how Spark, delta-rs and rlcd start their stats); only rows it does not
   match go through ``json``. Checkpoints written with ``stats_parsed`` and no stats text get
   their text built as :mod:`rlcd.delta._checkpoint` does, for those rows only.
-- :func:`add_files` turns a few rows back into :class:`AddFile` objects through the same
-  conversion as today's checkpoint parsing, so they equal what :func:`rlcd.delta.replay.replay`
-  gives (unknown JSON members, ``extra``, are not kept by the projection).
+- :func:`add_files` turns a few rows back into :class:`AddFile` objects straight from the
+  columns (no row parser per file: the schema's types are its type checks), equal to what the
+  checkpoint row parser makes of them (unknown JSON members, ``extra``, are not kept by the
+  projection).
 - :class:`rlcd.delta.replay.Snapshot` holds the result; this module knows nothing of it.
 """
 
@@ -42,9 +43,11 @@ import pyarrow.compute as pc
 from rlcd.delta._checkpoint import checkpoint_actions
 from rlcd.delta.actions import (
     Action,
+    ActionError,
     AddFile,
     RemoveFile,
 )
+from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
 from rlcd.delta.stats_json import stats_json
 
 __all__ = (
@@ -287,12 +290,58 @@ def _tombstones_of(removes: Sequence[RemoveFile]) -> pa.Table:
 
 def add_files(adds: pa.Table) -> list[AddFile]:
     """The rows of a live-adds table (:data:`ADD_SCHEMA`) as :class:`AddFile` objects, equal to
-    the ones :func:`rlcd.delta.replay.replay` holds. For a few rows: a bin's, a reconcile's."""
-    struct = pa.StructArray.from_arrays(
-        [adds[name].combine_chunks() for name, _, _ in _ADD_FIELDS],
-        names=[src for _, src, _ in _ADD_FIELDS],
-    )
-    return [a for a in checkpoint_actions(pa.table({"add": struct})) if isinstance(a, AddFile)]
+    the ones the checkpoint parser gives for them. For a few rows: a bin's, a reconcile's.
+
+    Built straight from the columns, one column at a time to Python: the schema's types are the
+    parser's type checks, so only what a type cannot say is checked here (the required
+    ``path`` and ``size``, the deletion vector's own rules), with the parser's messages. A null
+    member is an absent one, as the parser reads a checkpoint row.
+
+    Raises:
+        ActionError: a row is not a valid add (named by its row in ``adds``).
+    """
+    rows = zip(*(adds[name].to_pylist() for name, _, _ in _ADD_FIELDS), strict=True)
+    files = []
+    for i, (
+        path,
+        values,
+        size,
+        modified,
+        changed,
+        stats,
+        tags,
+        dv,
+        row_id,
+        row_version,
+        clustering,
+    ) in enumerate(rows):
+        if path is None or size is None:
+            missing = ", ".join(k for k, v in (("path", path), ("size", size)) if v is None)
+            raise ActionError(f"row {i} (add): add lacks required field(s) {missing}")
+        files.append(
+            AddFile(
+                path=path,
+                partition_values={} if values is None else dict(values),
+                size=size,
+                modification_time=0 if modified is None else modified,
+                data_change=True if changed is None else changed,
+                stats=stats,
+                tags=None if tags is None else dict(tags),
+                deletion_vector=None if dv is None else _descriptor(dv, i),
+                base_row_id=row_id,
+                default_row_commit_version=row_version,
+                clustering_provider=clustering,
+            )
+        )
+    return files
+
+
+def _descriptor(dv: dict[str, Any], row: int) -> DeletionVectorDescriptor:
+    """A DV struct row as the parser reads it (its null members absent)."""
+    try:
+        return DeletionVectorDescriptor.from_json({k: v for k, v in dv.items() if v is not None})
+    except ValueError as exc:
+        raise ActionError(f"row {row} (add): add.deletionVector: {exc}") from exc
 
 
 def remove_files(tombstones: pa.Table) -> list[RemoveFile]:

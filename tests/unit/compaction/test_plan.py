@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -31,6 +32,7 @@ from rlcd.errors import (
     TableError,
     UnsupportedFeatureError,
 )
+from rlcd.reconcile.tags import optimized_for
 
 # --- literals ------------------------------------------------------------------------------------
 
@@ -692,3 +694,157 @@ def test_bad_durations_are_refused(text: str) -> None:
     """Negative, unit-less words, compound and exponent forms are not durations."""
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(text)
+
+
+# --- the columns against the objects ---------------------------------------------------------
+
+_VALUES = st.sampled_from([{"p": "a"}, {"p": "01"}, {"p": "1"}, {"p": None}, {"p": ""}, {}])
+_TAGS = st.sampled_from(
+    [
+        None,
+        {},
+        {"k": "v"},
+        {"OPTIMIZE_TARGET_SIZE": "100"},
+        {"OPTIMIZE_TARGET_SIZE": "10"},
+        {"k": None, "OPTIMIZE_TARGET_SIZE": "300"},
+        {"OPTIMIZE_TARGET_SIZE": " 9x"},
+    ]
+)
+_STATS = st.sampled_from(
+    ['{"numRecords":N}', '{"numRecords":N,"minValues":{}}', '{ "numRecords": N }', "{}", "junk"]
+)
+_VARIED = st.tuples(
+    st.sampled_from([0, 1, 4, 5, 10, 20, 25, 30, 50, 60, 99, 100, 120]),  # size
+    _VALUES,
+    st.booleans(),  # a second partition column, before or after p
+    st.none() | _STATS,
+    st.integers(0, 40),  # records
+    st.integers(0, 12),  # DV cardinality (none when 0)
+    _TAGS,
+    st.integers(0, 9),  # modification time; clustered when 9
+)
+
+
+_Varied = tuple[int, dict[str, str | None], bool, str | None, int, int, dict[str, Any] | None, int]
+
+
+def _varied(fields: list[_Varied]) -> list[AddFile]:
+    files = []
+    for i, (size, values, second_first, stats, records, deleted, tags, time) in enumerate(fields):
+        raw = dict(values)
+        if "p" in raw:  # the same map in either entry order: one partition
+            raw = {"q": "x", **raw} if second_first else {**raw, "q": "x"}
+        dv = DeletionVectorDescriptor("i", f"dv{i % 3}", 1, deleted) if deleted else None
+        files.append(
+            AddFile(
+                path=f"p/f{i % 20}" if i % 7 else f"f{i}",  # some paths added again
+                partition_values=raw,
+                size=size,
+                modification_time=time,
+                stats=None if stats is None else stats.replace("N", str(records)),
+                tags=tags,
+                deletion_vector=dv,
+                clustering_provider="liquid" if time == 9 else None,
+            )
+        )
+    return files
+
+
+def _object_plan(
+    snapshot: Snapshot,
+    policy: CompactionPolicy,
+    exclude: set[tuple[str, str | None]],
+    before_ms: int | None,
+) -> list[tuple[object, ...]]:
+    """The planner's rules (module header) over the snapshot's files as objects."""
+    matches = None
+    if policy.partition_filter is not None:
+        bound = policy.partition_filter.bind(
+            parse_schema(SCHEMA), partition_columns=["p"], mode=ColumnMappingMode.NONE
+        )
+        matches = bound.matches_partition
+    target, small = policy.target_file_size, policy.small_file_threshold
+    groups: dict[object, list[tuple[int, int, bool, bool, AddFile]]] = {}
+    for position, f in enumerate(snapshot.files.values()):
+        if f.clustering_provider is not None or f.key in exclude:
+            continue
+        if before_ms is not None and f.modification_time >= before_ms:
+            continue
+        if matches is not None and not matches(f.partition_values):
+            continue
+        physical, deleted = f.num_records, f.deleted_rows
+        if not physical:
+            live, purge = f.size, deleted > 0
+        else:
+            live = f.size * max(physical - deleted, 0) // physical
+            purge = deleted / physical > policy.max_deleted_rows_ratio
+        if not purge and f.size >= small:
+            continue
+        made_for = optimized_for(f.tags)
+        settled = not purge and made_for is not None and made_for >= target
+        key = tuple(sorted(f.partition_values.items()))
+        groups.setdefault(key, []).append((position, live, purge, settled, f))
+
+    def next_fit(candidates: list[tuple[int, int, bool, bool, AddFile]]) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        current: list[Any] = []
+        for c in candidates:
+            if c[1] > target - small:
+                out.append([c])
+                continue
+            if current and sum(x[1] for x in current) + c[1] > target:
+                out.append(current)
+                current = []
+            current.append(c)
+        out = [*out, current] if current else out
+        return [g for g in out if len(g) >= 2 or any(x[2] for x in g)]
+
+    packed = [
+        g
+        for candidates in groups.values()
+        if next_fit([c for c in candidates if not c[3]])
+        for g in next_fit(candidates)
+    ]
+    packed.sort(key=lambda g: g[0][0])
+    return [
+        (
+            [c[4] for c in g],
+            sum(c[1] for c in g),
+            any(c[2] for c in g),
+            not all(c[4].num_records is not None for c in g),
+        )
+        for g in packed[: policy.max_bins]
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_VARIED, max_size=30).map(_varied),
+    st.tuples(
+        st.sampled_from([10, 50, 60, 100, 300]),
+        st.sampled_from([None, 5, 20, 30]),
+        st.sampled_from([0.0, 0.05, 0.3, 1.0]),
+        st.sampled_from(FILTERS),
+    ).map(_policy),
+    st.none() | st.integers(1, 3),
+    st.none() | st.integers(0, 9),
+    st.sets(st.integers(0, 29), max_size=4),
+)
+def test_the_column_planner_plans_what_the_object_rules_give(
+    files: list[AddFile],
+    policy: CompactionPolicy,
+    max_bins: int | None,
+    before_ms: int | None,
+    excluded: set[int],
+) -> None:
+    """On varied files (partition maps in either entry order, null and empty values, DVs with
+    and without stats, odd stats, OPTIMIZE tags and others, clustering, re-added paths, age,
+    excluded keys) the planner's bins are the rules applied to the files as objects."""
+    policy = replace(policy, max_bins=max_bins)
+    snapshot, config = table(files)
+    live = list(snapshot.files.values())
+    exclude = {live[i].key for i in excluded if i < len(live)} | {("gone", None)}
+    bins = plan_bins(snapshot, config, policy, exclude=exclude, before_ms=before_ms)
+    got = [(list(b.sources), b.estimated_bytes, b.purges_dvs, b.needs_footer_counts) for b in bins]
+    assert got == _object_plan(snapshot, policy, exclude, before_ms)
+    assert all(b.partition_values == b.sources[0].partition_values for b in bins)

@@ -7,6 +7,7 @@ Pure: checkpoints are Arrow tables built in memory in the shape a Parquet checkp
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ from rlcd.delta._columnar import (
     remove_files,
     replay_files,
 )
-from rlcd.delta.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from rlcd.delta.actions import Action, ActionError, AddFile, Metadata, Protocol, RemoveFile
 from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
 from rlcd.delta.replay import canonical_path, replay
 
@@ -329,3 +330,73 @@ def test_held_bytes_counts_buffers_once_and_the_objects_made() -> None:
     before = snapshot.held_bytes()
     assert len(snapshot.files) == 50
     assert snapshot.held_bytes() >= before + 50 * 1000
+
+
+def _rarely(rare: st.SearchStrategy[Any], usual: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``rare`` one draw in eight: a list of rows is then not almost always one error."""
+    return st.integers(0, 7).flatmap(lambda k: rare if k == 0 else usual)
+
+
+_GOOD_DVS = [None, *(dv.to_json() for dv in DVS if dv is not None)]
+_BAD_DVS = st.fixed_dictionaries(
+    {"storageType": st.sampled_from(["u", "x"]), "pathOrInlineDv": st.just("short")},
+    optional={"sizeInBytes": st.integers(0, 9), "cardinality": st.integers(0, 9)},
+)
+_TEXT = st.text("ab=/%\x00é", max_size=4)
+_STRING_MAPS = st.one_of(
+    st.none(), st.lists(st.tuples(_TEXT, st.one_of(st.none(), _TEXT)), max_size=3)
+)
+_INTS = st.one_of(st.none(), st.integers(0, 2**62))
+_ADD_ROWS = st.fixed_dictionaries(
+    {
+        "path": _rarely(st.none(), st.sampled_from(PATHS)),
+        "partitionValues": _STRING_MAPS,
+        "size": _rarely(st.none(), st.integers(-1, 2**62)),
+        "modificationTime": _INTS,
+        "dataChange": st.one_of(st.none(), st.booleans()),
+        "stats": st.sampled_from([None, '{"numRecords":3}', "{}", "junk"]),
+        "tags": _STRING_MAPS,
+        "deletionVector": _rarely(_BAD_DVS, st.sampled_from(_GOOD_DVS)),
+        "baseRowId": _INTS,
+        "defaultRowCommitVersion": _INTS,
+        "clusteringProvider": st.sampled_from([None, "liquid"]),
+    }
+)
+_ADD_ROW_TYPE = pa.struct(
+    [
+        ("path", pa.string()),
+        ("partitionValues", _MAP),
+        ("size", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("stats", pa.string()),
+        ("tags", _MAP),
+        ("deletionVector", _DV),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+        ("clusteringProvider", pa.string()),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(_ADD_ROWS, max_size=6))
+def test_add_files_from_columns_equal_the_row_parser(rows: list[dict[str, Any]]) -> None:
+    """Checkpoint add rows with each member null or set (empty and null maps, null map values,
+    bad DVs, null required fields) become the objects the row parser makes of them, or fail
+    with its error."""
+    table = pa.Table.from_pylist(
+        [{"add": r} for r in rows], schema=pa.schema([("add", _ADD_ROW_TYPE)])
+    )
+    adds = checkpoint_file_actions(table).adds
+    parsed = _objects_or_error(
+        lambda: [a for a in checkpoint_actions(table) if isinstance(a, AddFile)]
+    )
+    assert _objects_or_error(lambda: add_files(adds)) == parsed
+
+
+def _objects_or_error(make: Callable[[], list[Any]]) -> list[Any] | str:
+    try:
+        return make()
+    except ActionError as exc:
+        return f"ActionError: {exc}"
