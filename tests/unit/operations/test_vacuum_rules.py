@@ -1,5 +1,6 @@
 """Vacuum's rules: which keys a lite or full vacuum deletes given a snapshot, tombstones, a
-listing and the clock; and the retention syntax. Pure: literal actions, no store."""
+listing and the clock; and the retention syntax. Pure: literal actions replayed into a
+snapshot's columns, no store."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from rlcd.delta.actions import AddFile, RemoveFile, parse_commit
 from rlcd.delta.dv import DeletionVectorDescriptor
-from rlcd.delta.replay import replay
+from rlcd.delta.replay import Snapshot, replay
 from rlcd.operations._vacuum_rules import (
     Outside,
     VacuumRules,
@@ -28,8 +29,25 @@ DV = DeletionVectorDescriptor.for_file(
 DV_KEY = f"ab/deletion_vector_{UUID(int=7)}.bin"
 
 
-def _gone(path: str, *, at: int | None, dv: DeletionVectorDescriptor | None = None) -> RemoveFile:
-    return RemoveFile(path=path, deletion_timestamp=at, size=100, deletion_vector=dv)
+def _gone(
+    path: str, *, at: int | None, dv: DeletionVectorDescriptor | None = None, size: int = 100
+) -> RemoveFile:
+    return RemoveFile(path=path, deletion_timestamp=at, size=size, deletion_vector=dv)
+
+
+def _line(kind: str, body: dict[str, object]) -> bytes:
+    return json.dumps({kind: body}).encode() + b"\n"
+
+
+SETUP = _line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}) + _line(
+    "metaData", {"id": "t", "format": {"provider": "parquet"}, "partitionColumns": []}
+)
+
+
+def _snapshot(files: list[AddFile], tombstones: list[RemoveFile]) -> Snapshot:
+    """A snapshot holding exactly these live files and tombstones (a checkpoint's rows: its
+    removes never shadow its adds)."""
+    return replay(ROOT, [], checkpoint=(0, [*parse_commit(SETUP), *files, *tombstones]))
 
 
 def _rules(
@@ -38,14 +56,17 @@ def _rules(
     *,
     retention: int = 0,
     partitions: tuple[str, ...] = (),
+    cdc_files: tuple[str, ...] = (),
 ) -> VacuumRules:
+    snapshot = _snapshot(files, tombstones)
     return VacuumRules.of(
         ROOT,
         partition_columns=partitions,
-        files=files,
-        tombstones=tombstones,
+        files=snapshot.adds,
+        tombstones=snapshot.tombstone_rows,
         now_ms=NOW,
         retention_ms=retention,
+        cdc_files=cdc_files,
     )
 
 
@@ -210,14 +231,10 @@ def test_lite_mode_takes_change_data_files_unless_a_version_reads_them() -> None
     """The ``cdc`` files the commits named are lite candidates (their age is judged once
     headed), as Spark's lite mode deletes old ``_change_data`` files; one outside the table is
     not."""
-    rules = VacuumRules.of(
-        ROOT,
-        partition_columns=(),
-        files=[],
-        tombstones=[_gone("a.parquet", at=0)],
-        now_ms=NOW,
-        retention_ms=0,
-        cdc_files=["_change_data/cdc-1.parquet", "s3://other/cdc-2.parquet"],
+    rules = _rules(
+        [],
+        [_gone("a.parquet", at=0)],
+        cdc_files=("_change_data/cdc-1.parquet", "s3://other/cdc-2.parquet"),
     )
     assert rules.lite_candidates() == ["a.parquet", "_change_data/cdc-1.parquet"]
     assert not rules.listed("_change_data/cdc-1.parquet", NOW)
@@ -235,35 +252,29 @@ def test_reclaimable_counts_each_expired_data_file_once_by_its_tombstones_size()
     """What a vacuum would free: expired tombstones' data files, once each, at the size the
     tombstone records; not a live file, a tombstone inside the window, a path outside the
     table, nor a DV file (its size is not in the log)."""
-    sized = RemoveFile(path="c.parquet", deletion_timestamp=0, size=None)
+    unsized = RemoveFile(path="c.parquet", deletion_timestamp=0, size=None)
     rules = _rules(
         [AddFile(path="live.parquet", size=1)],
         [
-            _gone("a.parquet", at=0),
-            _gone("a.parquet", at=1, dv=DV),
-            _gone("live.parquet", at=0),
-            _gone("young.parquet", at=NOW),
-            _gone("s3://other/b.parquet", at=0),
-            sized,
+            _gone("a.parquet", at=0, size=1),
+            _gone("a.parquet", at=1, dv=DV, size=2),
+            _gone("live.parquet", at=0, size=4),
+            _gone("young.parquet", at=NOW, size=8),
+            _gone("s3://other/b.parquet", at=0, size=16),
+            _gone("_rlcd/hidden.parquet", at=0, size=32),
+            unsized,
         ],
         retention=HOUR,
     )
-    assert [(c.key, c.size) for c in rules.reclaimable()] == [("a.parquet", 100), ("c.parquet", 0)]
-
-
-def _line(kind: str, body: dict[str, object]) -> bytes:
-    return json.dumps({kind: body}).encode() + b"\n"
+    assert rules.reclaimable_bytes() == 1
 
 
 def test_replay_keeps_tombstones_until_the_key_is_added_again() -> None:
     """Removes become tombstones keyed by (path, DV id), from checkpoints and commits; an add of
     the same key drops the tombstone; a remove's deletionTimestamp and DV are kept; the paths
     of cdc actions are kept too."""
-    setup = _line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}) + _line(
-        "metaData", {"id": "t", "format": {"provider": "parquet"}, "partitionColumns": []}
-    )
     checkpoint = parse_commit(
-        setup + _line("remove", {"path": "old.parquet", "deletionTimestamp": 5})
+        SETUP + _line("remove", {"path": "old.parquet", "deletionTimestamp": 5})
     )
     c1 = parse_commit(
         _line("add", {"path": "a.parquet", "size": 1, "modificationTime": 0, "dataChange": True})
