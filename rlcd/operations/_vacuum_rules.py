@@ -20,6 +20,14 @@ Theory of operation (delta-protocol.md §2.12 on tombstones; Spark's ``VacuumCom
   own data folders) and partition folders (``<column>=`` prefixes).
 - A path the log names outside the table root (an absolute URI elsewhere, or a relative path
   with a ``..`` segment) is never a key to delete: it is reported, and the rest goes on.
+- The rules read the snapshot's columns (issue 40), never an object per file: tombstones are
+  split by ``deletionTimestamp`` with Arrow compute, and the keys being judged (the expired
+  tombstones' files, the change data files) are valid when ``is_in`` finds them among the kept
+  files' keys. A path that is plainly relative (no escape, scheme, empty, ``.`` or ``..``
+  segment: most are) is its own key; only the others are normalised in Python. A ``u`` DV's
+  file is named by its descriptor, in Python, so only the DVs that may name a key being judged
+  are: those whose ``pathOrInlineDv`` ends in the Z85 of the UUID of a key named like a DV
+  file. Full mode, which lists every object anyway, makes the whole valid set once.
 """
 
 from __future__ import annotations
