@@ -74,10 +74,9 @@ _SHORT_MS: Final[Mapping[str, float]] = {
 
 _STR = pa.string()
 _INT = pa.int64()
-_PLAIN = r"^[^%:/]+(/[^%:/]+)*$"
-"""A relative path with no escape, scheme or empty segment: its own key (unless
-:data:`_DOT_SEGMENT`)."""
-_DOT_SEGMENT = r"(^|/)\.\.?(/|$)"
+_NOT_PLAIN = r"[%:]|^/|^$|//|/$|(^|/)\.\.?(/|$)"
+"""A path that may not be its own key: an escape, a scheme, an empty, ``.`` or ``..`` segment
+(one regex, so one pass over the paths)."""
 _MAYBE_HIDDEN = r"(^|/)([_.]|metadata(/|$))"
 """A key :func:`is_hidden` may hide; no other is."""
 _DV_NAME = (
@@ -297,10 +296,7 @@ def _keys(root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunked
     or null. In Python only for the paths that are not plainly their own key (relative, no
     ``%`` escape, no ``:``, no empty, ``.`` or ``..`` segment): the others are returned as
     they are."""
-    plain = pc.and_not(
-        pc.match_substring_regex(paths, _PLAIN), pc.match_substring_regex(paths, _DOT_SEGMENT)
-    )
-    odd = pc.fill_null(pc.invert(plain), False)
+    odd = pc.fill_null(pc.match_substring_regex(paths, _NOT_PLAIN), False)
     if not pc.any(odd).as_py():
         return paths
     paths, odd = _array(paths), _array(odd)

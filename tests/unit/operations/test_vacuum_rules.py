@@ -17,6 +17,8 @@ from rlcd.errors import CorruptLogError
 from rlcd.operations._vacuum_rules import (
     Outside,
     VacuumRules,
+    _key,
+    _keys,
     is_hidden,
     parse_interval,
     parse_retain,
@@ -276,6 +278,40 @@ def _p_dv(path: str) -> DeletionVectorDescriptor:
     return DeletionVectorDescriptor(
         storage_type="p", path_or_inline_dv=path, size_in_bytes=40, cardinality=1, offset=1
     )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a.parquet",
+        "x=1/y=2/part-0.parquet",
+        "x=a%20b/p.parquet",
+        "x=a+b/p.parquet",
+        "x=é/p.parquet",
+        "x=a:b/p.parquet",
+        f"{ROOT}/a.parquet",
+        "s3a://bucket/t/a.parquet",
+        "s3://other/a.parquet",
+        "/abs/a.parquet",
+        "file:/abs/a.parquet",
+        "",
+        "a//b.parquet",
+        "a/",
+        "./a.parquet",
+        "a/./b",
+        "a/../b",
+        "..",
+        "a/..b",
+        ".hidden/a..b",
+        "x/%2E%2E/c.parquet",
+    ],
+)
+def test_a_column_of_paths_gets_the_keys_path_by_path_rules_give(path: str) -> None:
+    """The column form of the key rule (plain paths as they are, the rest in Python) gives
+    what the rule gives each path: its key, or null where it names none."""
+    expected = _key(ROOT, path)
+    got = _keys(ROOT, pa.array(["a.parquet", path, None], pa.string())).to_pylist()
+    assert got == ["a.parquet", expected if isinstance(expected, str) else None, None]
 
 
 def test_url_encoded_paths_are_judged_by_their_keys() -> None:
