@@ -184,17 +184,19 @@ async def vacuum_table(
     warnings = _check_retention(store.root, retention, table_ms, allow_short_retention)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cdc_files = await _cdc_files(store, snapshot.version) if mode == "lite" else ()
-    # Arrow passes over the files and tombstones: off the event loop, which a daemon shares
-    rules = await anyio.to_thread.run_sync(_rules, snapshot, now, retention, cdc_files)
+    rules = _rules(snapshot, now, retention, cdc_files)
+    # the rules' passes over the files and tombstones run off the event loop, which a daemon
+    # shares: the valid keys for full mode's listing, lite mode's candidates, what is outside
+    outside = await anyio.to_thread.run_sync(rules.outside)
     if mode == "full":
-        await anyio.to_thread.run_sync(lambda: rules.valid)  # the valid keys, for the listing
+        await anyio.to_thread.run_sync(lambda: rules.valid)
         files = [
             Candidate(meta.key, meta.size)
             async for meta in store.list("")
             if rules.listed(meta.key, meta.last_modified_ms)
         ]
     else:
-        files = await _present(store, rules, rules.lite_candidates())
+        files = await _present(store, rules, await anyio.to_thread.run_sync(rules.lite_candidates))
     report = VacuumReport(
         table=store.root,
         version=snapshot.version,
@@ -203,14 +205,14 @@ async def vacuum_table(
         retention_ms=retention,
         table_retention_ms=table_ms,
         files=tuple(files),
-        outside=tuple(rules.outside()),
+        outside=tuple(outside),
         deleted=0,
         start_version=None,
         end_version=None,
         warnings=warnings,
     )
-    for outside in report.outside:
-        _log.warning("vacuum_path_outside_table", table=store.root, path=outside.path)
+    for elsewhere in report.outside:
+        _log.warning("vacuum_path_outside_table", table=store.root, path=elsewhere.path)
     if not dry_run and files:
         report = await _run(store, snapshot, report, retain_ms, checked=not allow_short_retention)
     _log.info(
