@@ -142,9 +142,8 @@ class VacuumRules:
 
     Build with :meth:`of`; take the keys of :meth:`lite_candidates` and judge each one's age
     with :meth:`old`, or ask :meth:`listed` of each listed object (full mode, after making
-    :attr:`valid`);
-    :meth:`reclaimable_bytes` sums what a vacuum would free; :meth:`outside` names what the
-    log points at elsewhere.
+    :attr:`valid`); :meth:`reclaimable_bytes` sums what a vacuum would free; :meth:`outside`
+    names what the log points at elsewhere.
     """
 
     root: str
