@@ -249,8 +249,9 @@ def _plan(
 
 def _footprint(snapshot: Snapshot, now_ms: int) -> tuple[int, int, int | None]:
     """The live files and bytes, and the bytes a vacuum would free (None when the table's
-    retention property cannot be read: a metric never fails a table). Arrow compute over the
-    files, a pass over the tombstones: run it in a worker thread."""
+    retention property cannot be read, or a DV descriptor the rules need is malformed: a metric
+    never fails a table). Arrow compute over the files and tombstones: run it in a worker
+    thread."""
     try:
         reclaimable: int | None = reclaimable_bytes(snapshot, now_ms=now_ms)
     except CorruptLogError:

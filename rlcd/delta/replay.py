@@ -106,7 +106,7 @@ class Snapshot:
 
         Costs an :class:`AddFile` per live file, made on first use and then held: about 10 µs
         and 1-2 KiB each, seconds and gigabytes at a million files. For the paths that need
-        every file (verify, vacuum, delete by predicate, the demos); the planner and the
+        every file (verify, delete by predicate, the demos); the planner, vacuum and the
         daemon read :attr:`adds`, and a few files are :meth:`live_files`.
         """
         return {canonical_path(a.path): a for a in add_files(self.adds)}
@@ -114,7 +114,8 @@ class Snapshot:
     @cached_property
     def tombstones(self) -> Mapping[tuple[str, str | None], RemoveFile]:
         """Every tombstone as an object, by ``(canonical path, DV unique id)``: a
-        :class:`RemoveFile` per row of :attr:`tombstone_rows`, made on first use (VACUUM's)."""
+        :class:`RemoveFile` per row of :attr:`tombstone_rows`, made on first use (the checkpoint
+        writer's; vacuum reads the columns)."""
         return {
             (canonical_path(r.path), r.dv_unique_id): r for r in remove_files(self.tombstone_rows)
         }

@@ -127,25 +127,25 @@ def table_retention_ms(snapshot: Snapshot) -> int:
 
 def reclaimable_bytes(snapshot: Snapshot, *, now_ms: int) -> int:
     """Bytes a vacuum with the table's retention would free now, from the log alone
-    (:meth:`~rlcd.operations._vacuum_rules.VacuumRules.reclaimable`): no IO, so the daemon
-    can report it after every poll.
+    (:meth:`~rlcd.operations._vacuum_rules.VacuumRules.reclaimable_bytes`): no IO and Arrow
+    compute over the snapshot's columns (no object per file), so the daemon can report it
+    after every poll.
 
     Raises:
         CorruptLogError: the table's retention property is not an interval.
     """
-    rules = _rules(snapshot, now_ms, table_retention_ms(snapshot))
-    return sum(c.size for c in rules.reclaimable())
+    return _rules(snapshot, now_ms, table_retention_ms(snapshot)).reclaimable_bytes()
 
 
 def _rules(
     snapshot: Snapshot, now_ms: int, retention_ms: int, cdc_files: Sequence[str] = ()
 ) -> VacuumRules:
-    """Vacuum's rules for ``snapshot`` (its files and tombstones) and ``cdc_files``."""
+    """Vacuum's rules for ``snapshot`` (its files' and tombstones' columns) and ``cdc_files``."""
     return VacuumRules.of(
         snapshot.table,
         partition_columns=snapshot.metadata.partition_columns,
-        files=snapshot.files.values(),
-        tombstones=snapshot.tombstones.values(),
+        files=snapshot.adds,
+        tombstones=snapshot.tombstone_rows,
         cdc_files=cdc_files,
         now_ms=now_ms,
         retention_ms=retention_ms,
@@ -184,16 +184,19 @@ async def vacuum_table(
     warnings = _check_retention(store.root, retention, table_ms, allow_short_retention)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cdc_files = await _cdc_files(store, snapshot.version) if mode == "lite" else ()
-    # a pass over every live file and tombstone: off the event loop, which a daemon shares
-    rules = await anyio.to_thread.run_sync(_rules, snapshot, now, retention, cdc_files)
+    rules = _rules(snapshot, now, retention, cdc_files)
+    # the rules' passes over the files and tombstones run off the event loop, which a daemon
+    # shares: the valid keys for full mode's listing, lite mode's candidates, what is outside
+    outside = await anyio.to_thread.run_sync(rules.outside)
     if mode == "full":
+        await anyio.to_thread.run_sync(lambda: rules.valid)
         files = [
             Candidate(meta.key, meta.size)
             async for meta in store.list("")
             if rules.listed(meta.key, meta.last_modified_ms)
         ]
     else:
-        files = await _present(store, rules, rules.lite_candidates())
+        files = await _present(store, rules, await anyio.to_thread.run_sync(rules.lite_candidates))
     report = VacuumReport(
         table=store.root,
         version=snapshot.version,
@@ -202,14 +205,14 @@ async def vacuum_table(
         retention_ms=retention,
         table_retention_ms=table_ms,
         files=tuple(files),
-        outside=tuple(rules.outside()),
+        outside=tuple(outside),
         deleted=0,
         start_version=None,
         end_version=None,
         warnings=warnings,
     )
-    for outside in report.outside:
-        _log.warning("vacuum_path_outside_table", table=store.root, path=outside.path)
+    for elsewhere in report.outside:
+        _log.warning("vacuum_path_outside_table", table=store.root, path=elsewhere.path)
     if not dry_run and files:
         report = await _run(store, snapshot, report, retain_ms, checked=not allow_short_retention)
     _log.info(
@@ -243,7 +246,7 @@ async def _cdc_files(store: ObjectStore, version: int) -> list[str]:
     """The change data files named by the commits the log still holds, up to ``version``.
 
     Spark's lite mode reads these commits, not only those after the checkpoint; their files
-    are judged by age like any other (:meth:`VacuumRules.listed`).
+    are judged by age like any other (:meth:`VacuumRules.lite_candidates`).
     """
     versions = [
         p.version
@@ -272,11 +275,7 @@ async def _present(
             meta = await store.head(key)
         except NotFoundError:
             return None
-        return (
-            Candidate(meta.key, meta.size)
-            if rules.listed(meta.key, meta.last_modified_ms)
-            else None
-        )
+        return Candidate(meta.key, meta.size) if rules.old(meta.last_modified_ms) else None
 
     return [c for c in await _each(candidates, head) if c is not None]
 
