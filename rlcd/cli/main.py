@@ -238,6 +238,12 @@ def _parser() -> argparse.ArgumentParser:
         help="re-encode row groups whose codec is not --codec instead of copying them "
         "(smaller outputs, more CPU)",
     )
+    compact.add_argument(
+        "--min-copy-row-group",
+        metavar="SIZE",
+        help="the least compressed bytes a row group needs to be copied, in the units of "
+        "--target-size (default 4MiB); smaller ones are re-encoded into full ones",
+    )
     _add_s3_options(compact)
 
     verify = sub.add_parser(
@@ -584,6 +590,8 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
     try:
         sizes = {"target_file_size": parse_size_flag(args.target_size)} if args.target_size else {}
         min_size = parse_size_flag(args.min_size) if args.min_size else None
+        if args.min_copy_row_group:
+            sizes["min_copy_row_group"] = parse_size_flag(args.min_copy_row_group)
     except ValueError as exc:
         raise ConfigError(f"bad size: {exc}") from exc
     try:

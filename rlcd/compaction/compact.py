@@ -31,6 +31,7 @@ from rlcd.compaction.plan import Bin, plan_bins
 from rlcd.compaction.policy import CompactionPolicy, effective_policy
 from rlcd.compaction.rewrite import (
     CopySummary,
+    PartitionColumn,
     RewriteSettings,
     RewrittenBin,
     handoff_bytes,
@@ -199,6 +200,11 @@ def rewrite_settings(
             schema, mode=mode, partition_columns=partitions, configuration=metadata.configuration
         )
         physical_partitions = physical_partition_columns(schema, partitions, mode)
+        every = to_arrow_schema(schema, mode=mode)
+        partition_fields = tuple(
+            PartitionColumn(every.field(physical), schema.field(logical).type)
+            for logical, physical in zip(partitions, physical_partitions, strict=True)
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptLogError(
             f"cannot use the table schema: {exc}", table=snapshot.table, version=snapshot.version
@@ -209,6 +215,7 @@ def rewrite_settings(
         read=ReadOptions(target=target, by_field_id=mode is ColumnMappingMode.ID),
         stats=spec,
         partition_columns=physical_partitions,
+        partition_fields=partition_fields,
         codec=policy.codec,
         row_group_rows=policy.row_group_rows,
         encodings=policy.encodings,

@@ -72,7 +72,8 @@ from rlcd.compaction.source import (
     fetch_source,
 )
 from rlcd.delta.names import data_file_name
-from rlcd.delta.partitions import encode_uri_path, object_key, partition_dir
+from rlcd.delta.partitions import encode_uri_path, object_key, partition_dir, partition_scalar
+from rlcd.delta.schema import DataType
 from rlcd.delta.stats_spec import StatsSpec
 from rlcd.errors import CorruptDataError, InternalError, NotFoundError, RlcdError
 from rlcd.parquet.assemble import Assembly, assemble, check_output
@@ -94,6 +95,7 @@ from rlcd.reconcile.counter import BatchCounter, Run, guard_offsets
 from rlcd.storage.base import FileWriter, ObjectMeta, ObjectStore, ObjectWriter
 
 __all__ = (
+    "PartitionColumn",
     "RewriteSettings",
     "RewrittenBin",
     "CopySummary",
@@ -145,6 +147,16 @@ _EXTENSIONS = {
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionColumn:
+    """A partition column as a data file holds it when its writer writes it in: its Arrow
+    field (physical name, field id) and the Delta type its ``partitionValues`` entries parse
+    as."""
+
+    field: pa.Field
+    dtype: DataType
+
+
+@dataclass(frozen=True, slots=True)
 class RewriteSettings:
     """Everything a bin's rewrite needs to know about its table, fixed per compaction run."""
 
@@ -175,6 +187,12 @@ class RewriteSettings:
     # decimals of up to 18 digits stored as INT32/INT64 (as Spark and delta-rs store them), or
     # as fixed-length bytes (pyarrow's default); the copy path sets it per bin (``_plan``)
     decimals_as_integers: bool = True
+    # the partition columns, in ``metaData.partitionColumns`` order: Spark (Delta 4.4, by
+    # default) writes them into its data files after the data columns, in that order
+    partition_fields: tuple[PartitionColumn, ...] = ()
+    # the bin's typed partition values (one per ``partition_fields``) when its output holds them
+    # as columns, as those files do; empty: left out. The copy path sets it per bin (``_plan``)
+    written_partitions: tuple[pa.Scalar, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +232,25 @@ def output_key(bin_: Bin, partition_columns: tuple[str, ...], codec: str) -> str
     return f"{partition_dir(bin_.partition_values, partition_columns)}/{name}"
 
 
+def _output_schema(settings: RewriteSettings) -> pa.Schema:
+    """The Arrow schema of a bin's output: the table's data columns, then the partition
+    columns when ``settings.written_partitions`` holds their values (as Spark writes them)."""
+    target: pa.Schema = settings.read.target
+    if not settings.written_partitions:
+        return target
+    return pa.schema([*target, *(column.field for column in settings.partition_fields)])
+
+
+def _with_partitions(rows: pa.Table, settings: RewriteSettings) -> pa.Table:
+    """A row group's rows as the output holds them: with the bin's partition values as
+    constant columns after the data columns, when the output holds them."""
+    if not settings.written_partitions:
+        return rows
+    for column, value in zip(settings.partition_fields, settings.written_partitions, strict=True):
+        rows = rows.append_column(column.field, pa.repeat(value, rows.num_rows))
+    return rows
+
+
 def parquet_writer(
     where: str | pa.NativeFile,
     settings: RewriteSettings,
@@ -223,7 +260,8 @@ def parquet_writer(
     """The writer of a bin's output file. Decimals of up to 18 digits are stored as INT32 or
     INT64, as Spark stores them (smaller and cheaper than pyarrow's fixed-length default),
     unless ``settings.decimals_as_integers`` is false (a bin that copies fixed-length ones).
-    Without ``encodings`` every column may take a dictionary (while it stays small). A
+    Without ``encodings`` every column may take a dictionary (while it stays small); partition
+    columns written in always do (one value: the smallest and cheapest encoding). A
     ``schema`` (some of the target's fields) writes a part of each row group (see
     :mod:`rlcd.parquet.split_writer`).
 
@@ -232,11 +270,14 @@ def parquet_writer(
     small values (dictionary indices, booleans, nested levels) those many small pages cost more
     to set up than to compress. Without, the writer stays the one rlcd had before (there, long
     pages made outputs larger, where dictionaries outgrow their limit)."""
+    partitions = [column.field.name for column in settings.partition_fields]
     return pq.ParquetWriter(
         where,
-        settings.read.target if schema is None else schema,
+        _output_schema(settings) if schema is None else schema,
         compression=settings.codec,
-        use_dictionary=True if encodings is None else encodings.use_dictionary,
+        use_dictionary=True
+        if encodings is None
+        else encodings.use_dictionary + (partitions if settings.written_partitions else []),
         column_encoding=None if encodings is None else encodings.column_encoding or None,
         dictionary_pagesize_limit=settings.dictionary_page_limit
         if encodings is None
@@ -427,7 +468,7 @@ class _Encoder:
             table = self._pending_table()
             self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
             self.stats.update_row_group(table)
-            self._writer(table).write_table(table)
+            self._writer(table).write_table(_with_partitions(table, self.settings))
             self.rows += table.num_rows
 
     def _writer(self, first_row_group: pa.Table) -> _OneWriter | SplitWriter:
@@ -894,11 +935,41 @@ def _empty_file(settings: RewriteSettings) -> bytes:
     return empty
 
 
+def _variants(bin_: Bin, settings: RewriteSettings) -> list[RewriteSettings]:
+    """The writer's variants for the bin, today's first: decimals as integers or as
+    fixed-length bytes (:data:`_DECIMAL_VARIANTS`), each with the partition columns left out
+    of the output, then (a partitioned table) written into it with the bin's values, as Delta
+    4.4 writes its files by default (``delta.writePartitionColumnsToParquet``).
+
+    Raises:
+        ValueError: the bin's ``partitionValues`` lack a partition column or hold a value its
+            type cannot parse.
+    """
+    written: list[tuple[pa.Scalar, ...]] = [()]
+    if settings.partition_fields:
+        values = bin_.partition_values
+        names = [column.field.name for column in settings.partition_fields]
+        missing = [name for name in names if name not in values]
+        if missing:
+            raise ValueError(f"partitionValues has no entry for partition column {missing[0]!r}")
+        written.append(
+            tuple(
+                partition_scalar(values[name], column.dtype)
+                for name, column in zip(names, settings.partition_fields, strict=True)
+            )
+        )
+    return [
+        replace(settings, decimals_as_integers=decimals, written_partitions=partitions)
+        for partitions in written
+        for decimals in _DECIMAL_VARIANTS
+    ]
+
+
 def _plan(
     bin_: Bin, settings: RewriteSettings, keys: tuple[str, ...], spans: list[bytes]
 ) -> _Planned | None:
     """The copy plan under the writer's variant that copies the most source bytes."""
-    variants = [replace(settings, decimals_as_integers=v) for v in _DECIMAL_VARIANTS]
+    variants = _variants(bin_, settings)
     empties = [_empty_file(variant) for variant in variants]
     sources = [
         Source(span, add.deletion_vector is not None)
@@ -1109,7 +1180,7 @@ async def _encode_steps(
     store: ObjectStore, bin_: Bin, settings: RewriteSettings, planned: _Planned, encoded: str
 ) -> tuple[Assembly, _Encoder]:
     """Write the re-encode steps into the local file ``encoded`` and lay the output out."""
-    stats = StatsAccumulator(settings.stats, footer_schema=settings.read.target)
+    stats = StatsAccumulator(settings.stats, footer_schema=_output_schema(settings))
     encoder = _Encoder(settings, encoded, stats, footer_stats=False)
     steps = _Steps(store, bin_, settings, planned, encoder)
     try:
@@ -1204,6 +1275,7 @@ async def _rewrite_copying(
         reencoded_bytes=moved.encoded,
         reasons=sorted({str(c.reason) for c in planned.plan.choices if c.reason is not None}),
         decimals_as_integers=settings.decimals_as_integers,
+        partition_columns_written=bool(settings.written_partitions),
     )
     physical = tuple(footer.num_rows for footer in planned.footers)
     live = [p - s.deleted_rows for p, s in zip(physical, bin_.sources, strict=True)]

@@ -32,8 +32,9 @@ which the writer turns into full row groups; every source's rows stay one run in
 since the steps follow the sources' order and each source's row groups in theirs.
 
 The output's writer can write more than one Parquet schema for the same table (decimals as
-integers or as fixed-length bytes): :func:`choose_plan` plans the bin under each and keeps
-the one that copies the most bytes, so the output follows what most of its sources hold.
+integers or as fixed-length bytes, partition columns in the file or not): :func:`choose_plan`
+plans the bin under each and keeps the one that copies the most bytes, so the output follows
+what most of its sources hold.
 """
 
 from __future__ import annotations

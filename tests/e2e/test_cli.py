@@ -302,6 +302,18 @@ def test_ambiguous_sizes_are_refused_and_real_units_honoured(tmp_path: Path) -> 
         assert plan.returncode == 0 and f"(target {shown})" in plan.stdout, plan.stderr
 
 
+def test_min_copy_row_group_sets_which_row_groups_are_copied(tmp_path: Path) -> None:
+    """The default re-encodes the small row groups of small files; with a smaller
+    `--min-copy-row-group` the plan copies them; a bad size is refused."""
+    partitioned(tmp_path)
+    default = rlcd("compact", str(tmp_path), "--dry-run")
+    assert default.returncode == 0 and "copies" not in default.stdout, default.stdout
+    small = rlcd("compact", str(tmp_path), "--dry-run", "--min-copy-row-group", "100B")
+    assert small.returncode == 0 and "copies 4 row groups" in small.stdout, small.stdout
+    bad = rlcd("compact", str(tmp_path), "--dry-run", "--min-copy-row-group", "1k")
+    assert bad.returncode == 2 and "1KiB" in bad.stderr, bad.stderr
+
+
 def test_partitions_read_in_the_tables_column_order(tmp_path: Path) -> None:
     """Files whose log entries list their partition values in different orders are printed
     alike, in the table's partition column order (region before day), in the plan and in the
