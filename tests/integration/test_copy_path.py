@@ -18,7 +18,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import WriterProperties
+from deltalake import BloomFilterProperties, ColumnProperties, WriterProperties
 
 from rlcd.cli.report import print_plan
 from rlcd.compaction.compact import CompactionReport, compact_table
@@ -90,6 +90,25 @@ def evolved(path: Path) -> None:
         _write(path, batch(i * 1_000, 1_000, extra=[f"x{i}"] * 1_000), i, schema_mode="merge")
 
 
+def indexed(path: Path) -> None:
+    """Sources with page indexes (column and offset) and a bloom filter on every column."""
+    bloom = ColumnProperties(
+        statistics_enabled="PAGE", bloom_filter_properties=BloomFilterProperties(True, 0.01)
+    )
+    for i in range(3):
+        props = WriterProperties(
+            max_row_group_size=500,
+            compression=CODECS[i % len(CODECS)],
+            default_column_properties=bloom,
+        )
+        deltalake.write_deltalake(
+            str(path), batch(i * 1_500, 1_500), mode="append", writer_properties=props
+        )
+    (source, *_) = sorted(path.glob("*.parquet"))
+    chunk = pq.read_metadata(source).row_group(0).column(0)
+    assert chunk.has_column_index and chunk.has_offset_index and chunk.bloom_filter_offset
+
+
 async def _delete_some(path: Path) -> None:
     async with open_store(str(path)) as store:
         snap = await load_snapshot(store)
@@ -110,6 +129,7 @@ MAKERS: dict[str, Callable[[Path], None]] = {
     "nested": nested,
     "evolved": evolved,
     "with-dvs": with_dvs,
+    "indexed": indexed,
 }
 """Each table, by name; every one has several row groups per source and mixed codecs."""
 
