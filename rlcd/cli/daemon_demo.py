@@ -16,6 +16,7 @@ writer, :class:`Workload`, is also what the daemon's end-to-end tests run agains
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -217,14 +218,18 @@ class Workload:
         download_table(self.endpoint, self.bucket, f"{self.prefix}/{spec.name}", copy_to)
         return _deltalake_ids(copy_to, spec) == +self.expected[spec.name]
 
-    async def run(self, seconds: float, *, pause_s: float = 0.05) -> None:
-        """Append to every table and delete from the DV tables until ``seconds`` pass."""
+    async def run(
+        self, seconds: float, *, pause_s: float = 0.05, held: Mapping[str, anyio.Lock] = {}
+    ) -> None:
+        """Append to every table and delete from the DV tables until ``seconds`` pass; a
+        table's writes hold its lock in ``held``, so a checker can see that table at rest."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             for spec in self.specs:
-                await self.append(spec)
-                if spec.dvs and self._random.random() < 0.6:
-                    await self.delete(spec)
+                async with held.get(spec.name) or contextlib.nullcontext():
+                    await self.append(spec)
+                    if spec.dvs and self._random.random() < 0.6:
+                        await self.delete(spec)
             await anyio.sleep(pause_s)
 
 
@@ -350,14 +355,15 @@ _BIN_EVENTS = frozenset({"bin_committed", "bin_aborted", "bin_failed"})
 
 def bin_outcomes(events: Iterable[Mapping[str, Any]], *, always: Collection[str] = ()) -> str:
     """The bins of the daemon's ``bin_committed``, ``bin_aborted`` and ``bin_failed`` events
-    by outcome (:data:`~rlcd.compaction.summary.OUTCOMES`), reconciled ones with their
-    positions, aborted ones with their reasons: ``12 committed, 1 reconciled by mask (20
-    positions), 1 superseded, 1 aborted (source_rewritten)``; ``none`` for no events. The
-    outcomes in ``always`` are listed at 0 too (the demo shows that nothing was reconciled)."""
+    (other events are skipped) by outcome (:data:`~rlcd.compaction.summary.OUTCOMES`),
+    reconciled ones with their positions, aborted ones with their reasons: ``12 committed, 1
+    reconciled by mask (20 positions), 1 superseded, 1 aborted (source_rewritten)``; ``none``
+    for no bins. The outcomes in ``always`` are listed at 0 too (the demo shows that nothing
+    was reconciled)."""
     tally: collections.Counter[str] = collections.Counter()
     positions: collections.Counter[str] = collections.Counter()
     reasons: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    for e in events:
+    for e in (e for e in events if e.get("event") in _BIN_EVENTS):
         if e["event"] == "bin_committed":
             outcome = str(e.get("decision", "committed")).replace("_", " ")
             positions[outcome] += int(e.get("remapped_positions", 0))
@@ -466,7 +472,7 @@ async def run_daemon_demo(
             vacuumed = await _storage(w, spec)
             mine = [e for e in events if str(e.get("table", "")).endswith("/" + spec.name)]
             runs = sum(e.get("event") == "compaction_finished" for e in mine)
-            bins = bin_outcomes((e for e in mine if e.get("event") in _BIN_EVENTS), always=_SHOWN)
+            bins = bin_outcomes(mine, always=_SHOWN)
             copy = folder / "tables" / spec.name
             same = await anyio.to_thread.run_sync(w.check, spec, copy)
             ok = ok and same

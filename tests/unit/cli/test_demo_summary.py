@@ -17,6 +17,7 @@ def test_bins_by_outcome_with_positions_and_reasons() -> None:
         {"event": "bin_aborted", "reason": "source_rewritten"},
         {"event": "bin_aborted", "reason": "source_rewritten"},
         {"event": "bin_failed", "error": "get k: not found"},
+        {"event": "compaction_finished", "version": 9},  # not a bin: skipped
     ]
     assert bin_outcomes(events) == (
         "2 committed, 1 reconciled by remap (3 positions), "
