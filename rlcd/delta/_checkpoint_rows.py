@@ -31,6 +31,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlcd.delta.actions import (
     Action,
@@ -41,6 +42,7 @@ from rlcd.delta.actions import (
     RemoveFile,
     Txn,
 )
+from rlcd.delta.dv._z85 import ALPHABET
 from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
 from rlcd.delta.partitions import parse_partition_value
 from rlcd.delta.schema import (
@@ -56,7 +58,7 @@ from rlcd.delta.schema import (
 )
 from rlcd.delta.stats_spec import StatKind, stats_spec
 
-__all__ = ("CheckpointLayout", "checkpoint_layout", "action_rows")
+__all__ = ("CheckpointLayout", "checkpoint_layout", "action_rows", "add_rows", "remove_rows")
 __pure__ = True
 
 STATS_AS_JSON_KEY: Final = "delta.checkpoint.writeStatsAsJson"
@@ -492,3 +494,154 @@ def action_rows(
                 }
             case _:
                 raise ValueError(f"a checkpoint holds no {type(action).__name__} action")
+
+
+_Z85_CLASS: Final = "".join(c if c.isalnum() else "\\" + c for c in ALPHABET)
+_Z85_LEAD: Final = _Z85_CLASS.removesuffix("\\%\\$\\#")
+_UUID_TAIL: Final = f"(?:[{_Z85_LEAD}][{_Z85_CLASS}]{{4}}){{4}}$"
+"""Twenty Z85 characters at the end, each group of five led by a digit below 82: a group that
+cannot exceed 32 bits. A ``u`` descriptor whose value does not end so is checked in Python."""
+
+
+def add_rows(adds: pa.Table, layout: CheckpointLayout) -> pa.RecordBatch:
+    """Live files (rows of :data:`rlcd.delta._columnar.ADD_SCHEMA`: a slice of a snapshot's
+    adds) as checkpoint rows, column by column: Python values only for ``stats_parsed`` and
+    the distinct partition values.
+
+    Raises:
+        ValueError: a file has no path or size, a malformed deletion vector, or a partition
+            value that is not a value of its column's type (the file named).
+    """
+    paths = _required(adds, "path", "a live file (add)", None)
+    values = pc.coalesce(_column(adds, "partition_values"), _EMPTY_MAP)
+    stats = _column(adds, "stats")
+    columns = {
+        "path": paths,
+        "partitionValues": values,
+        "size": _required(adds, "size", "live file (add)", paths),
+        "modificationTime": pc.fill_null(_column(adds, "modification_time"), 0),
+        "dataChange": pa.repeat(pa.scalar(False), len(adds)),
+        "stats": stats,
+        "tags": _column(adds, "tags"),
+        "deletionVector": _dv_column(_column(adds, "deletion_vector"), paths, "live file (add)"),
+        "baseRowId": _column(adds, "base_row_id"),
+        "defaultRowCommitVersion": _column(adds, "default_row_commit_version"),
+        "clusteringProvider": _column(adds, "clustering_provider"),
+    }
+    add = layout.schema.field("add").type
+    if layout.partitions:
+        parsed = add.field("partitionValues_parsed").type
+        columns["partitionValues_parsed"] = _partitions_parsed(values, paths, parsed, layout)
+    if layout.stats is not None:
+        texts = stats.to_pylist()
+        parsed_stats = [_stats_parsed(text, layout.stats) for text in texts]
+        columns["stats_parsed"] = pa.array(parsed_stats, layout.stats.arrow)
+    return _rows_of(layout, "add", columns)
+
+
+def remove_rows(tombstones: pa.Table, layout: CheckpointLayout) -> pa.RecordBatch:
+    """Tombstones (rows of :data:`rlcd.delta._columnar.TOMBSTONE_SCHEMA`) as checkpoint rows.
+
+    Raises:
+        ValueError: a tombstone has no path, or a malformed deletion vector (the file named).
+    """
+    paths = _required(tombstones, "path", "a tombstone (remove)", None)
+    columns = {
+        "path": paths,
+        "deletionTimestamp": _column(tombstones, "deletion_timestamp"),
+        "dataChange": pa.repeat(pa.scalar(False), len(tombstones)),
+        "extendedFileMetadata": _column(tombstones, "extended_file_metadata"),
+        "partitionValues": _column(tombstones, "partition_values"),
+        "size": _column(tombstones, "size"),
+        "deletionVector": _dv_column(
+            _column(tombstones, "deletion_vector"), paths, "tombstone (remove)"
+        ),
+        "baseRowId": _column(tombstones, "base_row_id"),
+        "defaultRowCommitVersion": _column(tombstones, "default_row_commit_version"),
+    }
+    return _rows_of(layout, "remove", columns)
+
+
+_EMPTY_MAP: Final = pa.scalar([], _STRING_MAP)
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    return table.column(name).combine_chunks()
+
+
+def _required(table: pa.Table, name: str, what: str, paths: pa.Array | None) -> pa.Array:
+    """The column ``name``, which no row may lack (``paths``: to name the file that does)."""
+    column = _column(table, name)
+    if column.null_count:
+        row = pc.index(column.is_null(), True).as_py()
+        named = "" if paths is None else f" {paths[row].as_py()!r}"
+        raise ValueError(f"{what}{named} has no {name}")
+    return column
+
+
+def _rows_of(
+    layout: CheckpointLayout, action: str, columns: Mapping[str, pa.Array]
+) -> pa.RecordBatch:
+    """A batch of ``layout``'s rows whose ``action`` column is set from ``columns`` (by the
+    struct's field names), every other column null."""
+    struct_type = layout.schema.field(action).type
+    struct = pa.StructArray.from_arrays(
+        [columns[f.name] for f in struct_type], fields=list(struct_type)
+    )
+    n = len(struct)
+    return pa.RecordBatch.from_arrays(
+        [struct if f.name == action else pa.nulls(n, f.type) for f in layout.schema],
+        schema=layout.schema,
+    )
+
+
+def _dv_column(dv: pa.Array, paths: pa.Array, what: str) -> pa.Array:
+    """Deletion vectors in the checkpoint's struct (``int32`` offset and size, a null
+    ``maxRowIndex``), checked as the log parser checks a descriptor: rows Arrow cannot clear
+    are made into descriptors, whose error names the file."""
+    field = dict(zip((f.name for f in dv.type), dv.flatten(), strict=True))
+    kind, value = field["storageType"], field["pathOrInlineDv"]
+    good = pc.and_(pc.is_in(kind, value_set=pa.array(["u", "i", "p"])), value.is_valid())
+    for name in ("sizeInBytes", "cardinality"):
+        good = pc.and_(good, pc.greater_equal(field[name], 0))
+    good = pc.and_(good, pc.or_(field["offset"].is_null(), pc.greater_equal(field["offset"], 0)))
+    tail = pc.match_substring_regex(value, _UUID_TAIL)
+    good = pc.and_(good, pc.or_(pc.not_equal(kind, "u"), tail))
+    good = pc.and_(good, pc.or_(pc.not_equal(kind, "p"), pc.not_equal(value, "")))
+    suspect = pc.and_(dv.is_valid(), pc.invert(pc.fill_null(good, False)))
+    for row in pc.indices_nonzero(suspect).to_pylist():
+        members = {k: v for k, v in dv[row].as_py().items() if v is not None}
+        try:
+            DeletionVectorDescriptor.from_json(members)
+        except ValueError as exc:
+            raise ValueError(f"{what} {paths[row].as_py()!r}: deletionVector: {exc}") from exc
+    children = {
+        **field,
+        "offset": field["offset"].cast(pa.int32()),
+        "sizeInBytes": field["sizeInBytes"].cast(pa.int32()),
+        "maxRowIndex": pa.nulls(len(dv), pa.int64()),
+    }
+    return pa.StructArray.from_arrays(
+        [children[f.name] for f in _DV], fields=list(_DV), mask=dv.is_null()
+    )
+
+
+def _partitions_parsed(
+    values: pa.Array, paths: pa.Array, parsed: pa.StructType, layout: CheckpointLayout
+) -> pa.Array:
+    """``partitionValues_parsed``: each distinct raw value of a column parsed once."""
+    assert layout.partitions is not None
+    children = []
+    for name, dtype in layout.partitions.items():
+        raw = pc.map_lookup(values, pa.scalar(name), "last")
+        distinct = pc.unique(raw)
+        typed = []
+        for text in distinct.to_pylist():
+            try:
+                typed.append(parse_partition_value(text, dtype))
+            except ValueError as exc:
+                row = pc.index(raw, text).as_py()
+                raise ValueError(f"live file (add) {paths[row].as_py()!r}: {exc}") from exc
+        typed_array = pa.array(typed, parsed.field(name).type)
+        children.append(pc.take(typed_array, pc.index_in(raw, value_set=distinct)))
+    return pa.StructArray.from_arrays(children, fields=list(parsed))

@@ -40,10 +40,17 @@ from typing import Any, Final
 import anyio
 import anyio.to_thread
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
-from rlcd.delta._checkpoint_rows import CheckpointLayout, action_rows, checkpoint_layout
+from rlcd.delta._checkpoint_rows import (
+    CheckpointLayout,
+    action_rows,
+    add_rows,
+    checkpoint_layout,
+    remove_rows,
+)
 from rlcd.delta._last_checkpoint import last_checkpoint_document
 from rlcd.delta._log_cleanup import LogCleaned, clean_expired_log
 from rlcd.delta.actions import Action, Metadata
@@ -136,6 +143,34 @@ def _checkpoint_actions(snapshot: Snapshot, *, v2: bool, cutoff_ms: int) -> Iter
         yield snapshot.version
     yield from snapshot.files.values()
     yield from (t for t in snapshot.tombstones.values() if (t.deletion_timestamp or 0) > cutoff_ms)
+
+
+def _other_actions(snapshot: Snapshot, *, v2: bool) -> Iterator[Action | int]:
+    """The snapshot's actions other than files; the int is V2's ``checkpointMetadata`` row."""
+    yield snapshot.protocol
+    yield snapshot.metadata
+    yield from snapshot.txns.values()
+    yield from snapshot.domains.values()
+    if v2:
+        yield snapshot.version
+
+
+def _batches(
+    snapshot: Snapshot, layout: CheckpointLayout, cutoff_ms: int
+) -> Iterator[pa.RecordBatch]:
+    """The checkpoint's rows, one batch per row group: the other actions, then the live files and
+    the tombstones not yet expired, :data:`BATCH_ACTIONS` rows of the snapshot's columns at a
+    time (never an object per file)."""
+    others = action_rows(_other_actions(snapshot, v2=layout.v2), layout)
+    yield pa.RecordBatch.from_pylist(list(others), schema=layout.schema)
+    adds = snapshot.adds
+    for start in range(0, adds.num_rows, BATCH_ACTIONS):
+        yield add_rows(adds.slice(start, BATCH_ACTIONS), layout)
+    tombstones = snapshot.tombstone_rows
+    when = pc.fill_null(tombstones["deletion_timestamp"], 0)
+    kept = pc.indices_nonzero(pc.greater(when, cutoff_ms))
+    for start in range(0, len(kept), BATCH_ACTIONS):
+        yield remove_rows(tombstones.take(kept.slice(start, BATCH_ACTIONS)), layout)
 
 
 def _write_parquet(
