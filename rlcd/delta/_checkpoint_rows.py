@@ -42,8 +42,7 @@ from rlcd.delta.actions import (
     RemoveFile,
     Txn,
 )
-from rlcd.delta.dv._z85 import ALPHABET
-from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
+from rlcd.delta.dv.descriptor import UUID_TAIL, DeletionVectorDescriptor
 from rlcd.delta.partitions import parse_partition_value
 from rlcd.delta.schema import (
     DataType,
@@ -496,13 +495,6 @@ def action_rows(
                 raise ValueError(f"a checkpoint holds no {type(action).__name__} action")
 
 
-_Z85_CLASS: Final = "".join(c if c.isalnum() else "\\" + c for c in ALPHABET)
-_Z85_LEAD: Final = _Z85_CLASS.removesuffix("\\%\\$\\#")
-_UUID_TAIL: Final = f"(?:[{_Z85_LEAD}][{_Z85_CLASS}]{{4}}){{4}}$"
-"""Twenty Z85 characters at the end, each group of five led by a digit below 82: a group that
-cannot exceed 32 bits. A ``u`` descriptor whose value does not end so is checked in Python."""
-
-
 def add_rows(adds: pa.Table, layout: CheckpointLayout) -> pa.RecordBatch:
     """Live files (rows of :data:`rlcd.delta._columnar.ADD_SCHEMA`: a slice of a snapshot's
     adds) as checkpoint rows, column by column: Python values only for ``stats_parsed`` and
@@ -605,7 +597,7 @@ def _dv_column(dv: pa.Array, paths: pa.Array, what: str) -> pa.Array:
     for name in ("sizeInBytes", "cardinality"):
         good = pc.and_(good, pc.greater_equal(field[name], 0))
     good = pc.and_(good, pc.or_(field["offset"].is_null(), pc.greater_equal(field["offset"], 0)))
-    tail = pc.match_substring_regex(value, _UUID_TAIL)
+    tail = pc.match_substring_regex(value, UUID_TAIL)
     good = pc.and_(good, pc.or_(pc.not_equal(kind, "u"), tail))
     good = pc.and_(good, pc.or_(pc.not_equal(kind, "p"), pc.not_equal(value, "")))
     suspect = pc.and_(dv.is_valid(), pc.invert(pc.fill_null(good, False)))
