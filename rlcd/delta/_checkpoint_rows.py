@@ -1,4 +1,4 @@
-"""The checkpoint schema Spark writes, and actions as rows of it. Pure.
+"""The checkpoint schema Spark writes, and a snapshot's actions as rows of it. Pure.
 
 A checkpoint has one nullable struct column per action type and one action per row
 (delta-protocol.md §1.4). The columns and types are those of Spark's checkpoints (read from the
@@ -19,6 +19,13 @@ decides the rest:
 Removes lose ``stats`` and ``tags`` (the protocol drops them from checkpoints); adds and removes
 are written with ``dataChange=false``, as Spark's replay writes them. Members rlcd does not know
 (an action's ``extra``) are not written: a checkpoint's schema is fixed.
+
+The live files and tombstones are rows of the snapshot's tables (:mod:`rlcd.delta._columnar`),
+a slice at a time, and become checkpoint rows column by column (:func:`add_rows`,
+:func:`remove_rows`), with the checks the log parser makes of a row (a path, an add's size, a
+well-formed deletion vector), in bulk. Python values are made per file only for
+``stats_parsed`` (its stats text is parsed) and per distinct value for
+``partitionValues_parsed``. The few other actions are objects (:func:`other_rows`).
 """
 
 from __future__ import annotations
@@ -35,11 +42,9 @@ import pyarrow.compute as pc
 
 from rlcd.delta.actions import (
     Action,
-    AddFile,
     DomainMetadata,
     Metadata,
     Protocol,
-    RemoveFile,
     Txn,
 )
 from rlcd.delta.dv.descriptor import UUID_TAIL, DeletionVectorDescriptor
@@ -57,7 +62,7 @@ from rlcd.delta.schema import (
 )
 from rlcd.delta.stats_spec import StatKind, stats_spec
 
-__all__ = ("CheckpointLayout", "checkpoint_layout", "action_rows", "add_rows", "remove_rows")
+__all__ = ("CheckpointLayout", "checkpoint_layout", "other_rows", "add_rows", "remove_rows")
 __pure__ = True
 
 STATS_AS_JSON_KEY: Final = "delta.checkpoint.writeStatsAsJson"
@@ -334,10 +339,6 @@ def _timestamp(value: Any, *, aware: bool) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC) if aware else parsed
 
 
-def _dv(dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
-    return None if dv is None else dv.to_json()
-
-
 def _pick(
     tree: Any, paths: Iterable[tuple[str, ...]], convert: Callable[[tuple[str, ...], Any], Any]
 ) -> dict[str, Any] | None:
@@ -387,65 +388,22 @@ def _stats_parsed(stats: str | None, columns: _StatsColumns) -> dict[str, Any] |
     return out
 
 
-def _add_row(add: AddFile, layout: CheckpointLayout) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "path": add.path,
-        "partitionValues": dict(add.partition_values),
-        "size": add.size,
-        "modificationTime": add.modification_time,
-        "dataChange": False,
-        "tags": None if add.tags is None else dict(add.tags),
-        "deletionVector": _dv(add.deletion_vector),
-        "baseRowId": add.base_row_id,
-        "defaultRowCommitVersion": add.default_row_commit_version,
-        "clusteringProvider": add.clustering_provider,
-    }
-    if layout.stats_as_json:
-        row["stats"] = add.stats
-    if layout.partitions:
-        row["partitionValues_parsed"] = {
-            name: parse_partition_value(add.partition_values.get(name), dtype)
-            for name, dtype in layout.partitions.items()
-        }
-    if layout.stats is not None:
-        row["stats_parsed"] = _stats_parsed(add.stats, layout.stats)
-    return row
-
-
-def _remove_row(remove: RemoveFile) -> dict[str, Any]:
-    return {
-        "path": remove.path,
-        "deletionTimestamp": remove.deletion_timestamp,
-        "dataChange": False,
-        "extendedFileMetadata": remove.extended_file_metadata,
-        "partitionValues": None
-        if remove.partition_values is None
-        else dict(remove.partition_values),
-        "size": remove.size,
-        "deletionVector": _dv(remove.deletion_vector),
-        "baseRowId": remove.base_row_id,
-        "defaultRowCommitVersion": remove.default_row_commit_version,
-    }
-
-
-def action_rows(
-    actions: Iterable[Action | int], layout: CheckpointLayout
-) -> Iterator[dict[str, Any]]:
-    """One checkpoint row per action (an ``int`` is the checkpoint's version: the V2
-    ``checkpointMetadata`` row).
+def other_rows(actions: Iterable[Action | int], layout: CheckpointLayout) -> pa.RecordBatch:
+    """The checkpoint rows of the actions other than files, one per action (an ``int`` is the
+    checkpoint's version: the V2 ``checkpointMetadata`` row).
 
     Raises:
-        ValueError: a live file's partition value is not a value of its column's type, or an
-            action has no place in a checkpoint (commitInfo, cdc, sidecar, unknown).
+        ValueError: an action has no place among these rows (a file action, commitInfo, cdc,
+            sidecar, unknown).
     """
+    return pa.RecordBatch.from_pylist(list(_other_rows(actions)), schema=layout.schema)
+
+
+def _other_rows(actions: Iterable[Action | int]) -> Iterator[dict[str, Any]]:
     for action in actions:
         match action:
             case int():
                 yield {"checkpointMetadata": {"version": action, "tags": None}}
-            case AddFile():
-                yield {"add": _add_row(action, layout)}
-            case RemoveFile():
-                yield {"remove": _remove_row(action)}
             case Protocol():
                 yield {
                     "protocol": {

@@ -1,8 +1,9 @@
 """The checkpoint writer makes its add and remove rows from the snapshot's columns: they equal,
-row for row, the rows made from the snapshot's objects (:attr:`Snapshot.files`, the
-tombstones as :class:`RemoveFile`), on every readable fixture table and on generated tables with
-DVs of each kind, tags, partition values of every type, row tracking, and tombstones with and
-without extended metadata, with and without typed stats, classic and V2.
+row for row, the rows the writer made before from the snapshot's objects (the oracle here:
+:attr:`Snapshot.files`, the tombstones as :class:`RemoveFile`), on every readable fixture table
+and on generated tables with DVs of each kind, tags, partition values of every type, row
+tracking, and tombstones with and without extended metadata, with and without typed stats,
+classic and V2.
 """
 
 from __future__ import annotations
@@ -18,10 +19,17 @@ import pyarrow.compute as pc
 import pytest
 
 from rlcd.delta import checkpoint_writer
-from rlcd.delta._checkpoint_rows import CheckpointLayout, action_rows, checkpoint_layout
+from rlcd.delta._checkpoint_rows import (
+    CheckpointLayout,
+    _stats_parsed,
+    checkpoint_layout,
+    other_rows,
+)
+from rlcd.delta._columnar import remove_files
 from rlcd.delta.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
-from rlcd.delta.dv._z85 import z85_encode
+from rlcd.delta.dv import DeletionVectorDescriptor, z85_encode
 from rlcd.delta.load import load_snapshot
+from rlcd.delta.partitions import parse_partition_value
 from rlcd.delta.replay import Snapshot, replay
 from rlcd.storage import LocalStore
 from tests.conftest import fixture_names
@@ -224,9 +232,61 @@ def _configured(snapshot: Snapshot, configuration: dict[str, str]) -> Snapshot:
 
 
 def _object_rows(snapshot: Snapshot, layout: CheckpointLayout, cutoff_ms: int) -> pa.Table:
-    """The checkpoint's rows as the object path made them."""
-    actions = checkpoint_writer._checkpoint_actions(snapshot, v2=layout.v2, cutoff_ms=cutoff_ms)
-    return pa.Table.from_pylist(list(action_rows(actions, layout)), schema=layout.schema)
+    """The oracle: the checkpoint's rows as the writer made them from objects before it read
+    the columns (main at f90d844): an :class:`AddFile` per live file, a :class:`RemoveFile`
+    per tombstone not expired, a dict per row."""
+    rows = [{"add": _add_row(a, layout)} for a in snapshot.files.values()]
+    for remove in remove_files(snapshot.tombstone_rows):
+        if (remove.deletion_timestamp or 0) > cutoff_ms:
+            rows.append({"remove": _remove_row(remove)})
+    others = other_rows(checkpoint_writer._other_actions(snapshot, v2=layout.v2), layout)
+    files = pa.Table.from_pylist(rows, schema=layout.schema)
+    return pa.concat_tables([pa.Table.from_batches([others]), files])
+
+
+def _dv_json(dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
+    return None if dv is None else dv.to_json()
+
+
+def _add_row(add: AddFile, layout: CheckpointLayout) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "path": add.path,
+        "partitionValues": dict(add.partition_values),
+        "size": add.size,
+        "modificationTime": add.modification_time,
+        "dataChange": False,
+        "tags": None if add.tags is None else dict(add.tags),
+        "deletionVector": _dv_json(add.deletion_vector),
+        "baseRowId": add.base_row_id,
+        "defaultRowCommitVersion": add.default_row_commit_version,
+        "clusteringProvider": add.clustering_provider,
+    }
+    if layout.stats_as_json:
+        row["stats"] = add.stats
+    if layout.partitions:
+        row["partitionValues_parsed"] = {
+            name: parse_partition_value(add.partition_values.get(name), dtype)
+            for name, dtype in layout.partitions.items()
+        }
+    if layout.stats is not None:
+        row["stats_parsed"] = _stats_parsed(add.stats, layout.stats)
+    return row
+
+
+def _remove_row(remove: RemoveFile) -> dict[str, Any]:
+    return {
+        "path": remove.path,
+        "deletionTimestamp": remove.deletion_timestamp,
+        "dataChange": False,
+        "extendedFileMetadata": remove.extended_file_metadata,
+        "partitionValues": None
+        if remove.partition_values is None
+        else dict(remove.partition_values),
+        "size": remove.size,
+        "deletionVector": _dv_json(remove.deletion_vector),
+        "baseRowId": remove.base_row_id,
+        "defaultRowCommitVersion": remove.default_row_commit_version,
+    }
 
 
 def _assert_rows_equal(snapshot: Snapshot, v2: bool, cutoff_ms: int) -> None:
