@@ -26,7 +26,7 @@ from rlcd.delta._checkpoint_rows import (
     other_rows,
 )
 from rlcd.delta._columnar import remove_files
-from rlcd.delta.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
+from rlcd.delta.actions import Action, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from rlcd.delta.dv import DeletionVectorDescriptor, z85_encode
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.partitions import parse_partition_value
@@ -190,7 +190,7 @@ def _generated(configuration: dict[str, str], *, files: int = 40, removes: int =
             else {"INSERTION_TIME": str(NOW), "k": None if i % 3 == 1 else "v"},
             deletion_vector=None
             if (dv := _dv(rng, i)) is None
-            else AddFile.from_json({"path": "x", "size": 1, "deletionVector": dv}).deletion_vector,
+            else DeletionVectorDescriptor.from_json(dv),
             base_row_id=i * 100 if i % 4 else None,
             default_row_commit_version=i if i % 4 else None,
             clustering_provider="liquid" if i % 5 == 0 else None,
@@ -207,13 +207,13 @@ def _generated(configuration: dict[str, str], *, files: int = 40, removes: int =
             size=rng.randint(1, 10**6) if i % 2 else None,
             deletion_vector=None
             if (dv := _dv(rng, i + 1)) is None
-            else AddFile.from_json({"path": "x", "size": 1, "deletionVector": dv}).deletion_vector,
+            else DeletionVectorDescriptor.from_json(dv),
             base_row_id=i if i % 5 == 1 else None,
             default_row_commit_version=3 if i % 5 == 1 else None,
         )
         for i in range(removes)
     ]
-    others = [
+    others: list[Action] = [
         protocol,
         metadata,
         Txn(app_id="app", version=3, last_updated=NOW),
