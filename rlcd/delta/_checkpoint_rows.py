@@ -1,4 +1,4 @@
-"""The checkpoint schema Spark writes, and actions as rows of it. Pure.
+"""The checkpoint schema Spark writes, and a snapshot's actions as rows of it. Pure.
 
 A checkpoint has one nullable struct column per action type and one action per row
 (delta-protocol.md §1.4). The columns and types are those of Spark's checkpoints (read from the
@@ -19,6 +19,13 @@ decides the rest:
 Removes lose ``stats`` and ``tags`` (the protocol drops them from checkpoints); adds and removes
 are written with ``dataChange=false``, as Spark's replay writes them. Members rlcd does not know
 (an action's ``extra``) are not written: a checkpoint's schema is fixed.
+
+The live files and tombstones are rows of the snapshot's tables (:mod:`rlcd.delta._columnar`),
+a slice at a time, and become checkpoint rows column by column (:func:`add_rows`,
+:func:`remove_rows`), with the checks the log parser makes of a row (a path, an add's size, a
+well-formed deletion vector), in bulk. Python values are made per file only for
+``stats_parsed`` (its stats text is parsed) and per distinct value for
+``partitionValues_parsed``. The few other actions are objects (:func:`other_rows`).
 """
 
 from __future__ import annotations
@@ -31,17 +38,16 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlcd.delta.actions import (
     Action,
-    AddFile,
     DomainMetadata,
     Metadata,
     Protocol,
-    RemoveFile,
     Txn,
 )
-from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
+from rlcd.delta.dv.descriptor import UUID_TAIL, DeletionVectorDescriptor
 from rlcd.delta.partitions import parse_partition_value
 from rlcd.delta.schema import (
     DataType,
@@ -56,7 +62,7 @@ from rlcd.delta.schema import (
 )
 from rlcd.delta.stats_spec import StatKind, stats_spec
 
-__all__ = ("CheckpointLayout", "checkpoint_layout", "action_rows")
+__all__ = ("CheckpointLayout", "checkpoint_layout", "other_rows", "add_rows", "remove_rows")
 __pure__ = True
 
 STATS_AS_JSON_KEY: Final = "delta.checkpoint.writeStatsAsJson"
@@ -333,10 +339,6 @@ def _timestamp(value: Any, *, aware: bool) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC) if aware else parsed
 
 
-def _dv(dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
-    return None if dv is None else dv.to_json()
-
-
 def _pick(
     tree: Any, paths: Iterable[tuple[str, ...]], convert: Callable[[tuple[str, ...], Any], Any]
 ) -> dict[str, Any] | None:
@@ -386,65 +388,22 @@ def _stats_parsed(stats: str | None, columns: _StatsColumns) -> dict[str, Any] |
     return out
 
 
-def _add_row(add: AddFile, layout: CheckpointLayout) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "path": add.path,
-        "partitionValues": dict(add.partition_values),
-        "size": add.size,
-        "modificationTime": add.modification_time,
-        "dataChange": False,
-        "tags": None if add.tags is None else dict(add.tags),
-        "deletionVector": _dv(add.deletion_vector),
-        "baseRowId": add.base_row_id,
-        "defaultRowCommitVersion": add.default_row_commit_version,
-        "clusteringProvider": add.clustering_provider,
-    }
-    if layout.stats_as_json:
-        row["stats"] = add.stats
-    if layout.partitions:
-        row["partitionValues_parsed"] = {
-            name: parse_partition_value(add.partition_values.get(name), dtype)
-            for name, dtype in layout.partitions.items()
-        }
-    if layout.stats is not None:
-        row["stats_parsed"] = _stats_parsed(add.stats, layout.stats)
-    return row
-
-
-def _remove_row(remove: RemoveFile) -> dict[str, Any]:
-    return {
-        "path": remove.path,
-        "deletionTimestamp": remove.deletion_timestamp,
-        "dataChange": False,
-        "extendedFileMetadata": remove.extended_file_metadata,
-        "partitionValues": None
-        if remove.partition_values is None
-        else dict(remove.partition_values),
-        "size": remove.size,
-        "deletionVector": _dv(remove.deletion_vector),
-        "baseRowId": remove.base_row_id,
-        "defaultRowCommitVersion": remove.default_row_commit_version,
-    }
-
-
-def action_rows(
-    actions: Iterable[Action | int], layout: CheckpointLayout
-) -> Iterator[dict[str, Any]]:
-    """One checkpoint row per action (an ``int`` is the checkpoint's version: the V2
-    ``checkpointMetadata`` row).
+def other_rows(actions: Iterable[Action | int], layout: CheckpointLayout) -> pa.RecordBatch:
+    """The checkpoint rows of the actions other than files, one per action (an ``int`` is the
+    checkpoint's version: the V2 ``checkpointMetadata`` row).
 
     Raises:
-        ValueError: a live file's partition value is not a value of its column's type, or an
-            action has no place in a checkpoint (commitInfo, cdc, sidecar, unknown).
+        ValueError: an action has no place among these rows (a file action, commitInfo, cdc,
+            sidecar, unknown).
     """
+    return pa.RecordBatch.from_pylist(list(_other_rows(actions)), schema=layout.schema)
+
+
+def _other_rows(actions: Iterable[Action | int]) -> Iterator[dict[str, Any]]:
     for action in actions:
         match action:
             case int():
                 yield {"checkpointMetadata": {"version": action, "tags": None}}
-            case AddFile():
-                yield {"add": _add_row(action, layout)}
-            case RemoveFile():
-                yield {"remove": _remove_row(action)}
             case Protocol():
                 yield {
                     "protocol": {
@@ -492,3 +451,147 @@ def action_rows(
                 }
             case _:
                 raise ValueError(f"a checkpoint holds no {type(action).__name__} action")
+
+
+def add_rows(adds: pa.Table, layout: CheckpointLayout) -> pa.RecordBatch:
+    """Live files (rows of :data:`rlcd.delta._columnar.ADD_SCHEMA`: a slice of a snapshot's
+    adds) as checkpoint rows, column by column: Python values only for ``stats_parsed`` and
+    the distinct partition values.
+
+    Raises:
+        ValueError: a file has no path or size, a malformed deletion vector, or a partition
+            value that is not a value of its column's type (the file named).
+    """
+    paths = _required(adds, "path", "a live file (add)", None)
+    values = pc.coalesce(_column(adds, "partition_values"), _EMPTY_MAP)
+    stats = _column(adds, "stats")
+    columns = {
+        "path": paths,
+        "partitionValues": values,
+        "size": _required(adds, "size", "live file (add)", paths),
+        "modificationTime": pc.fill_null(_column(adds, "modification_time"), 0),
+        "dataChange": pa.repeat(pa.scalar(False), len(adds)),
+        "stats": stats,
+        "tags": _column(adds, "tags"),
+        "deletionVector": _dv_column(_column(adds, "deletion_vector"), paths, "live file (add)"),
+        "baseRowId": _column(adds, "base_row_id"),
+        "defaultRowCommitVersion": _column(adds, "default_row_commit_version"),
+        "clusteringProvider": _column(adds, "clustering_provider"),
+    }
+    add = layout.schema.field("add").type
+    if layout.partitions:
+        parsed = add.field("partitionValues_parsed").type
+        columns["partitionValues_parsed"] = _partitions_parsed(values, paths, parsed, layout)
+    if layout.stats is not None:
+        texts = stats.to_pylist()
+        parsed_stats = [_stats_parsed(text, layout.stats) for text in texts]
+        columns["stats_parsed"] = pa.array(parsed_stats, layout.stats.arrow)
+    return _rows_of(layout, "add", columns)
+
+
+def remove_rows(tombstones: pa.Table, layout: CheckpointLayout) -> pa.RecordBatch:
+    """Tombstones (rows of :data:`rlcd.delta._columnar.TOMBSTONE_SCHEMA`) as checkpoint rows.
+
+    Raises:
+        ValueError: a tombstone has no path, or a malformed deletion vector (the file named).
+    """
+    paths = _required(tombstones, "path", "a tombstone (remove)", None)
+    columns = {
+        "path": paths,
+        "deletionTimestamp": _column(tombstones, "deletion_timestamp"),
+        "dataChange": pa.repeat(pa.scalar(False), len(tombstones)),
+        "extendedFileMetadata": _column(tombstones, "extended_file_metadata"),
+        "partitionValues": _column(tombstones, "partition_values"),
+        "size": _column(tombstones, "size"),
+        "deletionVector": _dv_column(
+            _column(tombstones, "deletion_vector"), paths, "tombstone (remove)"
+        ),
+        "baseRowId": _column(tombstones, "base_row_id"),
+        "defaultRowCommitVersion": _column(tombstones, "default_row_commit_version"),
+    }
+    return _rows_of(layout, "remove", columns)
+
+
+_EMPTY_MAP: Final = pa.scalar([], _STRING_MAP)
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    return table.column(name).combine_chunks()
+
+
+def _required(table: pa.Table, name: str, what: str, paths: pa.Array | None) -> pa.Array:
+    """The column ``name``, which no row may lack (``paths``: to name the file that does)."""
+    column = _column(table, name)
+    if column.null_count:
+        row = pc.index(column.is_null(), True).as_py()
+        named = "" if paths is None else f" {paths[row].as_py()!r}"
+        raise ValueError(f"{what}{named} has no {name}")
+    return column
+
+
+def _rows_of(
+    layout: CheckpointLayout, action: str, columns: Mapping[str, pa.Array]
+) -> pa.RecordBatch:
+    """A batch of ``layout``'s rows whose ``action`` column is set from ``columns`` (by the
+    struct's field names), every other column null."""
+    struct_type = layout.schema.field(action).type
+    struct = pa.StructArray.from_arrays(
+        [columns[f.name] for f in struct_type], fields=list(struct_type)
+    )
+    n = len(struct)
+    return pa.RecordBatch.from_arrays(
+        [struct if f.name == action else pa.nulls(n, f.type) for f in layout.schema],
+        schema=layout.schema,
+    )
+
+
+def _dv_column(dv: pa.Array, paths: pa.Array, what: str) -> pa.Array:
+    """Deletion vectors in the checkpoint's struct (``int32`` offset and size, a null
+    ``maxRowIndex``), checked as the log parser checks a descriptor: rows Arrow cannot clear
+    are made into descriptors, whose error names the file."""
+    field = dict(zip((f.name for f in dv.type), dv.flatten(), strict=True))
+    kind, value = field["storageType"], field["pathOrInlineDv"]
+    good = pc.and_(pc.is_in(kind, value_set=pa.array(["u", "i", "p"])), value.is_valid())
+    for name in ("sizeInBytes", "cardinality"):
+        good = pc.and_(good, pc.greater_equal(field[name], 0))
+    good = pc.and_(good, pc.or_(field["offset"].is_null(), pc.greater_equal(field["offset"], 0)))
+    tail = pc.match_substring_regex(value, UUID_TAIL)
+    good = pc.and_(good, pc.or_(pc.not_equal(kind, "u"), tail))
+    good = pc.and_(good, pc.or_(pc.not_equal(kind, "p"), pc.not_equal(value, "")))
+    suspect = pc.and_(dv.is_valid(), pc.invert(pc.fill_null(good, False)))
+    for row in pc.indices_nonzero(suspect).to_pylist():
+        members = {k: v for k, v in dv[row].as_py().items() if v is not None}
+        try:
+            DeletionVectorDescriptor.from_json(members)
+        except ValueError as exc:
+            raise ValueError(f"{what} {paths[row].as_py()!r}: deletionVector: {exc}") from exc
+    children = {
+        **field,
+        "offset": field["offset"].cast(pa.int32()),
+        "sizeInBytes": field["sizeInBytes"].cast(pa.int32()),
+        "maxRowIndex": pa.nulls(len(dv), pa.int64()),
+    }
+    return pa.StructArray.from_arrays(
+        [children[f.name] for f in _DV], fields=list(_DV), mask=dv.is_null()
+    )
+
+
+def _partitions_parsed(
+    values: pa.Array, paths: pa.Array, parsed: pa.StructType, layout: CheckpointLayout
+) -> pa.Array:
+    """``partitionValues_parsed``: each distinct raw value of a column parsed once."""
+    assert layout.partitions is not None
+    children = []
+    for name, dtype in layout.partitions.items():
+        raw = pc.map_lookup(values, pa.scalar(name), "last")
+        distinct = pc.unique(raw)
+        typed = []
+        for text in distinct.to_pylist():
+            try:
+                typed.append(parse_partition_value(text, dtype))
+            except ValueError as exc:
+                row = pc.index(raw, text).as_py()
+                raise ValueError(f"live file (add) {paths[row].as_py()!r}: {exc}") from exc
+        typed_array = pa.array(typed, parsed.field(name).type)
+        children.append(pc.take(typed_array, pc.index_in(raw, value_set=distinct)))
+    return pa.StructArray.from_arrays(children, fields=list(parsed))

@@ -10,8 +10,9 @@ Theory of operation (delta-protocol.md §1.3-§1.5, §6.1 step 6):
   ``<v>.checkpoint.<uuid>.parquet`` with its ``checkpointMetadata`` row, all actions inline (no
   sidecars: a single-file V2 checkpoint is valid); any other a classic
   ``<v>.checkpoint.parquet``. Never multi-part.
-- Memory stays bounded: actions become rows :data:`BATCH_ACTIONS` at a time, each batch one
-  Parquet row group, in a worker thread writing a local temp file; the file is then uploaded.
+- Memory stays bounded: the live files and tombstones become rows straight from the snapshot's
+  Arrow columns, :data:`BATCH_ACTIONS` rows at a time, each batch one Parquet row group, never
+  an object per file; in a worker thread writing a local temp file, then uploaded.
 - Never over someone else's: a version whose listing shows a checkpoint (any kind) is left
   alone, and the upload is a put-if-absent up to :data:`PUT_LIMIT` bytes. A larger file streams
   through the store's writer, whose completion replaces atomically: only another engine's
@@ -28,7 +29,6 @@ Theory of operation (delta-protocol.md §1.3-§1.5, §6.1 step 6):
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 import time
 import uuid
@@ -40,10 +40,17 @@ from typing import Any, Final
 import anyio
 import anyio.to_thread
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
-from rlcd.delta._checkpoint_rows import CheckpointLayout, action_rows, checkpoint_layout
+from rlcd.delta._checkpoint_rows import (
+    CheckpointLayout,
+    add_rows,
+    checkpoint_layout,
+    other_rows,
+    remove_rows,
+)
 from rlcd.delta._last_checkpoint import last_checkpoint_document
 from rlcd.delta._log_cleanup import LogCleaned, clean_expired_log
 from rlcd.delta.actions import Action, Metadata
@@ -74,7 +81,8 @@ RETENTION_KEY: Final = "delta.deletedFileRetentionDuration"
 DEFAULT_RETENTION: Final = "interval 1 week"
 V2_FEATURE: Final = "v2Checkpoint"
 BATCH_ACTIONS: Final = 10_000
-"""Actions per row group: a batch's rows are the only Python objects alive at once."""
+"""File rows per row group: the slice of the snapshot's columns converted at once (its
+``stats_parsed`` values are the only Python values made per file)."""
 PUT_LIMIT: Final = 64 * 1024 * 1024
 """Checkpoints up to this size are uploaded by one put-if-absent."""
 _CHUNK: Final = 8 * 1024 * 1024
@@ -125,29 +133,43 @@ def checkpoint_due(version: int, configuration: Any) -> bool:
     return version > 0 and version % checkpoint_interval(configuration) == 0
 
 
-def _checkpoint_actions(snapshot: Snapshot, *, v2: bool, cutoff_ms: int) -> Iterator[Action | int]:
-    """The snapshot as checkpoint actions, non-file actions first; the int is V2's
-    ``checkpointMetadata`` row."""
+def _other_actions(snapshot: Snapshot, *, v2: bool) -> Iterator[Action | int]:
+    """The snapshot's actions other than files; the int is V2's ``checkpointMetadata`` row."""
     yield snapshot.protocol
     yield snapshot.metadata
     yield from snapshot.txns.values()
     yield from snapshot.domains.values()
     if v2:
         yield snapshot.version
-    yield from snapshot.files.values()
-    yield from (t for t in snapshot.tombstones.values() if (t.deletion_timestamp or 0) > cutoff_ms)
+
+
+def _batches(
+    snapshot: Snapshot, layout: CheckpointLayout, cutoff_ms: int
+) -> Iterator[pa.RecordBatch]:
+    """The checkpoint's rows, one batch per row group: the other actions, then the live files and
+    the tombstones not yet expired, :data:`BATCH_ACTIONS` rows of the snapshot's columns at a
+    time (never an object per file)."""
+    yield other_rows(_other_actions(snapshot, v2=layout.v2), layout)
+    adds = snapshot.adds
+    for start in range(0, adds.num_rows, BATCH_ACTIONS):
+        yield add_rows(adds.slice(start, BATCH_ACTIONS), layout)
+    tombstones = snapshot.tombstone_rows
+    when = pc.fill_null(tombstones["deletion_timestamp"], 0)
+    kept = pc.indices_nonzero(pc.greater(when, cutoff_ms))
+    for start in range(0, len(kept), BATCH_ACTIONS):
+        yield remove_rows(tombstones.take(kept.slice(start, BATCH_ACTIONS)), layout)
 
 
 def _write_parquet(
-    path: Path, layout: CheckpointLayout, actions: Iterator[Action | int]
+    path: Path, layout: CheckpointLayout, batches: Iterator[pa.RecordBatch]
 ) -> tuple[int, int]:
-    """Write the checkpoint file (in a worker thread); its rows and bytes."""
-    rows = action_rows(actions, layout)
+    """Write the checkpoint file (in a worker thread), a row group per batch; its rows and
+    bytes."""
     count = 0
     with pq.ParquetWriter(path, layout.schema, compression="snappy") as writer:
-        while batch := list(itertools.islice(rows, BATCH_ACTIONS)):
-            writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=layout.schema))
-            count += len(batch)
+        for batch in batches:
+            writer.write_batch(batch)
+            count += batch.num_rows
     return count, path.stat().st_size
 
 
@@ -200,18 +222,18 @@ async def write_checkpoint(
         layout = checkpoint_layout(snapshot.metadata, v2=v2)
     except (ValueError, KeyError) as exc:
         raise CorruptLogError(f"cannot checkpoint: {exc}", table=table, version=version) from exc
-    actions = _checkpoint_actions(snapshot, v2=v2, cutoff_ms=now - retention)
+    batches = _batches(snapshot, layout, now - retention)
     with tempfile.TemporaryDirectory(prefix="rlcd-checkpoint-") as tmp:
         path = Path(tmp) / "checkpoint.parquet"
         try:
-            count, size = await anyio.to_thread.run_sync(_write_parquet, path, layout, actions)
+            count, size = await anyio.to_thread.run_sync(_write_parquet, path, layout, batches)
         except (ValueError, pa.ArrowException) as exc:
             raise CorruptLogError(
                 f"cannot checkpoint: {exc}", table=table, version=version, path=key
             ) from exc
         if not await _publish(store, key, path, size, put_limit):
             return CheckpointExists(version, key)
-    written = CheckpointWritten(version, key, count, len(snapshot.files), size)
+    written = CheckpointWritten(version, key, count, snapshot.num_files, size)
     hinted = await _last_checkpoint_version(store)
     if hinted is None or hinted < version:
         document = last_checkpoint_document(

@@ -27,7 +27,6 @@ from rlcd.delta._columnar import (
     add_files,
     canonical_path,
     file_actions_of,
-    remove_files,
     replay_files,
     rows_of_paths,
 )
@@ -38,7 +37,6 @@ from rlcd.delta.actions import (
     DomainMetadata,
     Metadata,
     Protocol,
-    RemoveFile,
     Txn,
 )
 from rlcd.errors import CorruptLogError, InternalError
@@ -46,9 +44,8 @@ from rlcd.errors import CorruptLogError, InternalError
 __all__ = ("Snapshot", "replay", "replay_columns", "canonical_path")
 __pure__ = True
 
-# measured with tracemalloc on bench/snapshot.py's 100k-file table (1.2 KiB, 0.9 KiB)
+# measured with tracemalloc on bench/snapshot.py's 100k-file table (1.2 KiB)
 _ADD_OBJECT_BYTES = 1280
-_REMOVE_OBJECT_BYTES = 896
 _ACTION_BYTES = 1024
 """A protocol, metaData (besides its schema string), txn or domainMetadata object: a rough
 bound; they are few."""
@@ -63,9 +60,9 @@ class Snapshot:
     checkpoint's row order, then commit order); ``tombstone_rows`` one row per
     ``(canonical path, DV unique id)`` key whose latest remove no later add re-added
     (:data:`rlcd.delta._columnar.TOMBSTONE_SCHEMA`). Hot paths (the planner, the daemon's
-    counts) read these columns; :attr:`files`, :attr:`tombstones` and :meth:`live_files` make
-    objects. ``commit_info`` is the commitInfo of ``version`` itself when that commit was
-    read, else None.
+    counts, vacuum, the checkpoint writer) read these columns; :attr:`files` and
+    :meth:`live_files` make objects. ``commit_info`` is the commitInfo of ``version`` itself
+    when that commit was read, else None.
     """
 
     table: str
@@ -90,13 +87,12 @@ class Snapshot:
     def held_bytes(self) -> int:
         """About what holding this snapshot costs, in bytes (the daemon's ``snapshot_memory``
         budget): its Arrow buffers, each counted once (a slice holds its whole buffer), and an
-        estimate for its Python objects: the few actions, and :attr:`files` and
-        :attr:`tombstones` once made. Cheap: no pass over the rows."""
+        estimate for its Python objects: the few actions, and :attr:`files` once made. Cheap:
+        no pass over the rows."""
         held: int = self.adds.get_total_buffer_size()
         held += self.tombstone_rows.get_total_buffer_size()
         made = vars(self)  # the cached properties, once made
         held += len(made.get("files", ())) * _ADD_OBJECT_BYTES
-        held += len(made.get("tombstones", ())) * _REMOVE_OBJECT_BYTES
         held += len(self.metadata.schema_string)
         return held + _ACTION_BYTES * (2 + len(self.txns) + len(self.domains))
 
@@ -106,19 +102,11 @@ class Snapshot:
 
         Costs an :class:`AddFile` per live file, made on first use and then held: about 10 µs
         and 1-2 KiB each, seconds and gigabytes at a million files. For the paths that need
-        every file (verify, delete by predicate, the demos); the planner, vacuum and the
-        daemon read :attr:`adds`, and a few files are :meth:`live_files`.
+        every file (verify, delete by predicate, the demos); the planner, vacuum, the
+        checkpoint writer and the daemon read :attr:`adds`, and a few files are
+        :meth:`live_files`.
         """
         return {canonical_path(a.path): a for a in add_files(self.adds)}
-
-    @cached_property
-    def tombstones(self) -> Mapping[tuple[str, str | None], RemoveFile]:
-        """Every tombstone as an object, by ``(canonical path, DV unique id)``: a
-        :class:`RemoveFile` per row of :attr:`tombstone_rows`, made on first use (the checkpoint
-        writer's; vacuum reads the columns)."""
-        return {
-            (canonical_path(r.path), r.dv_unique_id): r for r in remove_files(self.tombstone_rows)
-        }
 
     def files_at(self, rows: Sequence[int]) -> list[AddFile]:
         """The live files at these rows of :attr:`adds`, in that order: objects for those only

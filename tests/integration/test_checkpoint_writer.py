@@ -17,12 +17,14 @@ from typing import Any
 
 import deltalake
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from structlog.testing import capture_logs
 
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
+from rlcd.delta import checkpoint_writer
 from rlcd.delta._last_checkpoint import json_checksum
 from rlcd.delta.actions import CommitInfo, Metadata
 from rlcd.delta.checkpoint_writer import (
@@ -244,6 +246,31 @@ async def test_compacted_table_checkpoints_itself(tmp_path: Path) -> None:
     assert (await _load(tmp_path)).version == 5
 
 
+async def test_written_from_columns_a_row_group_per_batch(
+    copy_fixture: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live files and tombstones are written from the snapshot's columns, a row group per
+    ``BATCH_ACTIONS`` of them: no object per file is made (the snapshot's object cache stays
+    empty)."""
+    monkeypatch.setattr(checkpoint_writer, "BATCH_ACTIONS", 2)
+    path = copy_fixture("basic-dv-with-checkpoint")
+    await _set_properties(path, STRUCT_STATS)
+    async with LocalStore(path) as store:
+        snap = await load_snapshot(store)
+        written = await write_checkpoint(store, snap, now_ms=0)
+    assert isinstance(written, CheckpointWritten)
+    assert "files" not in vars(snap)
+    metadata = pq.ParquetFile(path / written.key).metadata
+    rows = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    tombstones = snap.tombstone_rows.num_rows  # none expired at now_ms=0
+    assert rows[1:] == _pairs(snap.num_files) + _pairs(tombstones)
+    assert sum(rows) == written.actions
+
+
+def _pairs(n: int) -> list[int]:
+    return [2] * (n // 2) + [1] * (n % 2)
+
+
 async def test_never_over_an_existing_checkpoint(copy_fixture: Any) -> None:
     """A version that has a checkpoint keeps it, and ``_last_checkpoint`` never goes back."""
     path = copy_fixture("checkpoint")
@@ -283,13 +310,13 @@ async def test_expired_tombstones_are_left_out(copy_fixture: Any) -> None:
     path = copy_fixture("basic-dv-with-checkpoint")
     async with LocalStore(path) as store:
         snap = await load_snapshot(store)
-        assert snap.tombstones
-        newest = max(t.deletion_timestamp or 0 for t in snap.tombstones.values())
+        assert snap.tombstone_rows.num_rows
+        newest = pc.max(snap.tombstone_rows["deletion_timestamp"]).as_py()
         written = await write_checkpoint(store, snap, now_ms=newest + 8 * 86_400_000)
     assert isinstance(written, CheckpointWritten)
     removes = pq.read_table(path / written.key).column("remove").drop_null()
     assert len(removes) == 0
-    assert written.actions == 2 + len(snap.txns) + len(snap.domains) + len(snap.files)
+    assert written.actions == 2 + len(snap.txns) + len(snap.domains) + snap.num_files
 
 
 async def test_a_failed_checkpoint_never_fails_the_commit(tmp_path: Path) -> None:

@@ -14,17 +14,23 @@ from urllib.parse import unquote
 from uuid import UUID
 
 from rlcd.delta.dv._codec import serialize_bitmap
-from rlcd.delta.dv._z85 import z85_decode, z85_encode
+from rlcd.delta.dv._z85 import ALPHABET, z85_decode, z85_encode
 
 if TYPE_CHECKING:
     from pyroaring import AbstractBitMap64
 
-__all__ = ("DeletionVectorDescriptor",)
+__all__ = ("DeletionVectorDescriptor", "UUID_TAIL")
 __pure__ = True
 
 _STORAGE_TYPES: Final = ("u", "i", "p")
 _JSON_KEYS: Final = ("storageType", "pathOrInlineDv", "offset", "sizeInBytes", "cardinality")
 _UUID_CHARS: Final = 20  # Z85 of a 16-byte UUID
+_Z85: Final = "".join(c if c.isalnum() else "\\" + c for c in ALPHABET)  # a regex class
+_Z85_LEAD: Final = _Z85.removesuffix(r"\%\$\#")  # digits 0-81: a group that fits 32 bits
+UUID_TAIL: Final = f"(?:[{_Z85_LEAD}][{_Z85}]{{4}}){{4}}$"
+"""A regex (RE2's and Python's) that tells most valid ``u`` values in bulk: 20 Z85 characters
+at the end, each 5-character group led by a digit below 82. A value that does not match may
+still be valid (a group led by ``%``, ``$`` or ``#`` below 2**32): the constructor decides."""
 
 
 def _check_int(name: str, value: object) -> None:

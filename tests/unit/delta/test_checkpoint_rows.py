@@ -10,10 +10,10 @@ import math
 from decimal import Decimal
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
-from rlcd.delta._checkpoint_rows import action_rows, checkpoint_layout
+from rlcd.delta._checkpoint_rows import add_rows, checkpoint_layout, other_rows
+from rlcd.delta._columnar import file_actions_of
 from rlcd.delta._last_checkpoint import json_checksum, last_checkpoint_document
 from rlcd.delta.actions import AddFile, CommitInfo, Metadata
 from rlcd.delta.checkpoint_writer import checkpoint_due, checkpoint_interval
@@ -74,8 +74,7 @@ def _row(stats: dict[str, Any], *, configuration: dict[str, str] | None = None) 
     )
     layout = checkpoint_layout(metadata, v2=False)
     add = AddFile(path="p=7/a.parquet", partition_values={"p": "7"}, stats=json.dumps(stats))
-    rows = list(action_rows([add], layout))
-    return pa.RecordBatch.from_pylist(rows, schema=layout.schema).to_pylist()[0]["add"]
+    return add_rows(file_actions_of([add]).adds, layout).to_pylist()[0]["add"]
 
 
 def test_bounds_are_typed() -> None:
@@ -134,7 +133,8 @@ def test_properties_choose_the_columns() -> None:
     assert "stats" not in only and only["stats_parsed"]["numRecords"] == 1
 
 
-def test_commit_only_actions_are_refused() -> None:
+@pytest.mark.parametrize("action", [CommitInfo(operation="WRITE"), AddFile(path="a", size=1)])
+def test_other_rows_refuse_commit_and_file_actions(action: Any) -> None:
     layout = checkpoint_layout(Metadata(id="t", schema_string=json.dumps(SCHEMA)), v2=False)
-    with pytest.raises(ValueError, match="CommitInfo"):
-        list(action_rows([CommitInfo(operation="WRITE")], layout))
+    with pytest.raises(ValueError, match=type(action).__name__):
+        other_rows([action], layout)

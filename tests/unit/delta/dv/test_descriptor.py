@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from uuid import UUID
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pyroaring import BitMap64
 
 from rlcd.delta.dv import DeletionVectorDescriptor, z85_encode
+from rlcd.delta.dv.descriptor import UUID_TAIL
 
 SPEC_U: dict[str, Any] = {
     "storageType": "u",
@@ -139,3 +143,27 @@ def test_extra_may_not_shadow_known_fields() -> None:
     """extra is for unknown fields only."""
     with pytest.raises(ValueError, match="repeats known fields"):
         DeletionVectorDescriptor("u", SPEC_U["pathOrInlineDv"], 40, 6, 4, {"offset": 3})
+
+
+_Z85_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+@given(st.text(alphabet=_Z85_CHARS + "~ ", min_size=0, max_size=24))
+def test_uuid_tail_matches_only_valid_values(value: str) -> None:
+    """A ``u`` value ``UUID_TAIL`` matches (in bulk, with Arrow's RE2) is one the constructor
+    accepts; Python's ``re`` reads the pattern alike."""
+    matched = re.search(UUID_TAIL, value) is not None
+    arrow = pc.match_substring_regex(pa.array([value]), UUID_TAIL)[0].as_py()
+    assert matched == arrow
+    if matched:
+        DeletionVectorDescriptor(
+            storage_type="u", path_or_inline_dv=value, size_in_bytes=1, cardinality=1
+        )
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_uuid_tail_matches_encoded_uuids_but_the_largest_groups(data: bytes) -> None:
+    """Every encoded UUID matches unless a group is led by the digits 82-84."""
+    encoded = z85_encode(data)
+    largest = any(encoded[i] in "%$#" for i in range(0, 20, 5))
+    assert (re.search(UUID_TAIL, "ab" + encoded) is not None) == (not largest)
