@@ -214,7 +214,8 @@ def _snapshot_line(health: TableHealth) -> str:
 def _run_line(run: RunRecord) -> str:
     """One run of the history in words."""
     if run.error is not None:
-        return f"{_when(run.when)} failed: {run.error}"
+        bins = f"{run.bins_committed} of {run.bins} bins: " if run.bins else ""
+        return f"{_when(run.when)} failed: {bins}{run.error}"
     return (
         f"{_when(run.when)} {run.outcome}: {run.bins_committed} of {run.bins} bins, "
         f"{run.files_in} files -> {run.files_out}, {run.reconciled} reconciled"

@@ -153,7 +153,7 @@ class RunOutcome(Enum):
     COMMITTED = "committed"  # something committed (or there was nothing left to do)
     SUPERSEDED = "superseded"  # what did not commit lost only to another compaction: done
     CONFLICTED = "conflicted"  # nothing committed: every bin lost to a concurrent writer
-    FAILED = "failed"  # the run raised (reported through :meth:`Schedule.failed`)
+    FAILED = "failed"  # the run raised, or its bins failed on data or storage (Schedule.failed)
 
 
 @dataclass(frozen=True, slots=True)

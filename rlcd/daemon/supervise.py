@@ -146,6 +146,10 @@ StoreFactory = Callable[[TableUri], ObjectStore]
 """The store of a table (or of a discover prefix), built by the composition root."""
 
 
+_LOST_RACE: Final = frozenset((FailureKind.CONFLICT, FailureKind.SUPERSEDED))
+"""Why a bin may fail without anything being wrong: another writer's commit came first."""
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """The limits that hold across all tables, owned by the composition root."""
@@ -810,15 +814,23 @@ class Supervisor:
             files_removed=report.files_removed,
             files_added=report.files_added,
         )
+        # nothing committed and a bin failed for another reason than a lost race: the run
+        # failed (its error is the table's last), not a conflict
+        bad = next((f for f in report.failed if f.kind not in _LOST_RACE), None)
         if report.superseded:  # another compaction did the rest: no failure, no backoff
             outcome = RunOutcome.SUPERSEDED
         elif report.committed_version is None and report.failed:
-            outcome = RunOutcome.CONFLICTED
+            outcome = RunOutcome.FAILED if bad is not None else RunOutcome.CONFLICTED
         else:
             outcome = RunOutcome.COMMITTED
-        self._schedule = self._schedule.finished(
-            t.name, outcome, now=self._clock(), draw=self._draw()
-        )
+        if outcome is RunOutcome.FAILED and bad is not None:  # a bin's data or store failed
+            self._schedule, _ = self._schedule.failed(
+                t.name, bad.reason, unsupported=False, now=self._clock(), draw=self._draw()
+            )
+        else:
+            self._schedule = self._schedule.finished(
+                t.name, outcome, now=self._clock(), draw=self._draw()
+            )
         if quarantined:
             self._schedule = self._schedule.retry(t.name)
         now_s = self._wall_ms() / 1000
@@ -835,11 +847,12 @@ class Supervisor:
                     for r in report.bin_results
                     if isinstance(r, BinCommitted) and r.decision != "committed"
                 ),
+                error=bad.reason if outcome is RunOutcome.FAILED and bad is not None else None,
             )
         )
         self.metrics.count_run(t.name, outcome.value)
         self.metrics.record_compaction(t.name, report, now_s=now_s)
-        if outcome is not RunOutcome.CONFLICTED:
+        if outcome in (RunOutcome.COMMITTED, RunOutcome.SUPERSEDED):
             self.metrics.record_success(t.name, now_s=now_s)
 
     # --- vacuum ---------------------------------------------------------------------------
