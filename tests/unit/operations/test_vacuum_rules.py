@@ -441,8 +441,9 @@ def test_replay_keeps_tombstones_until_the_key_is_added_again() -> None:
         + _line("cdc", {"path": "_change_data/c.parquet", "size": 1, "dataChange": False})
     )
     snap = replay("t", [(1, c1), (2, c2)], checkpoint=(0, checkpoint))
-    assert {k: t.deletion_timestamp for k, t in snap.tombstones.items()} == {
-        ("old.parquet", None): 5,
-        ("a.parquet", None): 9,
+    rows = snap.tombstone_rows.to_pylist()
+    assert {(r["path"], r["deletion_timestamp"]) for r in rows} == {
+        ("old.parquet", 5),
+        ("a.parquet", 9),
     }
     assert list(snap.files) == ["b.parquet"]
