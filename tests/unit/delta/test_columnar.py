@@ -200,7 +200,8 @@ def test_columnar_replay_equals_object_replay(
         if as_parquet
         else file_actions_of(cp_actions)
     )
-    got = _got(*replay_files([files], enumerate(commit_actions, start=1)))
+    state = replay_files([files], enumerate(commit_actions, start=1))
+    got = _got(state.adds, state.tombstones)
     assert got == _expected(cp_actions, commit_actions)
     header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
     snapshot = replay("t", [], checkpoint=(0, header + cp_actions))
@@ -277,8 +278,9 @@ def test_projection_reads_only_what_replay_keeps() -> None:
 def test_a_later_checkpoint_row_of_a_path_wins() -> None:
     """A checkpoint listing a path twice keeps the later row, as the object replay does."""
     first, second = _add("a", 0, 1), _add("a", 1, 2)
-    adds, _ = replay_files([checkpoint_file_actions(_checkpoint([first, second]))], [])
-    assert add_files(adds) == [second]
+    state = replay_files([checkpoint_file_actions(_checkpoint([first, second]))], [])
+    assert add_files(state.adds) == [second]
+    assert state.add_paths.to_pylist() == ["a"]
 
 
 def test_a_tombstone_keeps_what_a_checkpoint_writes_of_it() -> None:
@@ -297,14 +299,14 @@ def test_a_tombstone_keeps_what_a_checkpoint_writes_of_it() -> None:
         base_row_id=7,
         default_row_commit_version=2,
     )
-    _, tombstones = replay_files([], [(1, [remove])])
+    tombstones = replay_files([], [(1, [remove])]).tombstones
     assert remove_files(tombstones) == [dataclasses.replace(remove, stats=None, tags=None)]
 
 
 def test_no_checkpoint_and_no_commits_is_empty() -> None:
     """A log of only non-file actions has no live files and no tombstones."""
-    adds, tombstones = replay_files([], [])
-    assert adds.num_rows == tombstones.num_rows == 0
+    state = replay_files([], [])
+    assert state.adds.num_rows == state.tombstones.num_rows == 0
 
 
 def test_file_actions_keep_the_other_actions() -> None:
