@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -25,10 +26,11 @@ from rlcd.delta._columnar import (
     projection,
     remove_files,
     replay_files,
+    take_rows,
 )
 from rlcd.delta.actions import Action, ActionError, AddFile, Metadata, Protocol, RemoveFile
 from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
-from rlcd.delta.replay import canonical_path, replay
+from rlcd.delta.replay import canonical_path, replay, replay_columns
 
 _MAP = pa.map_(pa.string(), pa.string())
 _DV = pa.struct(
@@ -332,6 +334,65 @@ def test_held_bytes_counts_buffers_once_and_the_objects_made() -> None:
     before = snapshot.held_bytes()
     assert len(snapshot.files) == 50
     assert snapshot.held_bytes() >= before + 50 * 1000
+
+
+# paths an update must find again: absolute in two spellings, URL-encoded, partitioned
+_UPDATE_PATHS = [*PATHS, "p=a%20b/d.parquet", "p=a%3Ab/e%25f.parquet", "file:///abs/g.parquet"]
+_UPDATE_ACTION = st.tuples(
+    st.sampled_from(["add", "add", "remove"]),
+    st.sampled_from(_UPDATE_PATHS),
+    st.integers(0, len(DVS) - 1),
+    st.integers(1, 50),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.lists(_UPDATE_ACTION, max_size=6), max_size=3),
+    commits=st.lists(st.lists(_UPDATE_ACTION, min_size=1, max_size=6), max_size=12),
+    cuts=st.sets(st.integers(1, 11)),
+)
+def test_advancing_by_commits_equals_loading_from_scratch(
+    parts: list[list[tuple[str, str, int, int]]],
+    commits: list[list[tuple[str, str, int, int]]],
+    cuts: set[int],
+) -> None:
+    """A snapshot moved forward a few commits at a time, from a checkpoint of several files
+    (one chunk each, a path in more than one), holds the very tables a replay of every commit
+    at once gives: rows and their order, tombstones, and the canonical paths it carries."""
+    header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
+    checkpoint = [checkpoint_file_actions(_checkpoint([_action(*a) for a in p])) for p in parts]
+    log: list[tuple[int, list[Action]]] = [
+        (version, [_action(*a) for a in c]) for version, c in enumerate(commits, start=1)
+    ]
+    files = [
+        FileActions(f.adds, f.tombstones, header if i == 0 else ())
+        for i, f in enumerate(checkpoint)
+    ]
+    files = files or [file_actions_of(header)]
+    scratch = replay_columns("t", log, checkpoint=(0, files))
+    snapshot = replay_columns("t", [], checkpoint=(0, files))
+    bounds = [0, *sorted(c for c in cuts if c < len(log)), len(log)]
+    for lo, hi in pairwise(bounds):
+        snapshot = replay_columns("t", log[lo:hi], base=snapshot)
+    assert snapshot.version == scratch.version
+    assert snapshot.adds.equals(scratch.adds)
+    # tombstones are a set: an update moves the ones its commits touch to the end
+    tombstones = [snapshot.tombstone_rows.to_pylist(), scratch.tombstone_rows.to_pylist()]
+    assert sorted(tombstones[0], key=repr) == sorted(tombstones[1], key=repr)
+    assert snapshot.paths is not None and scratch.paths is not None
+    for held, rows in zip(snapshot.paths, (snapshot.adds, snapshot.tombstone_rows), strict=True):
+        assert held.to_pylist() == [canonical_path(p) for p in rows["path"].to_pylist()]
+
+
+def test_take_rows_keeps_the_order_asked_across_chunks() -> None:
+    """Rows from several chunks, out of order and repeated, come back as asked; a row outside
+    the table is refused."""
+    table = pa.Table.from_batches(pa.table({"n": list(range(10))}).to_batches(max_chunksize=3))
+    assert take_rows(table, [9, 0, 4, 4, 3]).column("n").to_pylist() == [9, 0, 4, 4, 3]
+    assert take_rows(table, []).num_rows == 0
+    with pytest.raises(IndexError):
+        take_rows(table, [10])
 
 
 def _rarely(rare: st.SearchStrategy[Any], usual: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
