@@ -61,6 +61,7 @@ __all__ = (
     "checkpoint_file_actions",
     "needs_stats_parsed",
     "file_actions_of",
+    "CanonicalPaths",
     "ReplayedFiles",
     "replay_files",
     "add_files",
@@ -389,18 +390,24 @@ def rows_of_paths(
 
 def _canonical(paths: pa.ChunkedArray) -> pa.ChunkedArray:
     """:func:`canonical_path` over a column; the column itself when no path needs it."""
+    respelled = _respelled(paths)
+    return paths if respelled is None else respelled
+
+
+def _respelled(paths: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """:func:`canonical_path` over a column; None when no path needs it."""
     slash = pc.starts_with(paths, "/")
     file_colon = pc.and_(
         pc.starts_with(paths, "file:/"), pc.invert(pc.starts_with(paths, "file://"))
     )
     if not pc.any(pc.or_(slash, file_colon)).as_py():
-        return paths
+        return None
     return pa.chunked_array([pa.array([canonical_path(p) for p in paths.to_pylist()], pa.string())])
 
 
 def _unique_last(
-    table: pa.Table, paths: pa.ChunkedArray, keys: pa.ChunkedArray
-) -> tuple[pa.Table, pa.ChunkedArray]:
+    table: pa.Table, paths: pa.ChunkedArray | None, keys: pa.ChunkedArray
+) -> tuple[pa.Table, pa.ChunkedArray | None]:
     """The rows of ``table`` and their ``paths`` with one row per key: the last, in the place of
     the first. A checkpoint lists each key once; one that does not gets the object replay's
     answer: the later row wins, where the key first appeared."""
@@ -409,7 +416,7 @@ def _unique_last(
     indexed = pa.table({"k": keys, "i": pa.array(range(len(keys)), pa.int64())})
     grouped = indexed.group_by("k").aggregate([("i", "min"), ("i", "max")])
     rows = pc.take(grouped["i_max"], pc.sort_indices(grouped["i_min"]))
-    return table.take(rows), paths.take(rows)
+    return table.take(rows), None if paths is None else paths.take(rows)
 
 
 def _tombstone_keys(tombstones: pa.Table, paths: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -429,19 +436,24 @@ _KEY = "canonical_path"
 
 
 @dataclass(frozen=True)
+class CanonicalPaths:
+    """The canonical path of each row of a replay's live adds and of its tombstones; None
+    where the path column is its own (no path needs respelling, the usual case: nothing to
+    hold). Carried from update to update, spliced with the rows, so that finding the rows a few
+    commits touch costs one ``is_in``, not a respelling of the whole path column first."""
+
+    adds: pa.ChunkedArray | None = None
+    tombstones: pa.ChunkedArray | None = None
+
+
+@dataclass(frozen=True)
 class ReplayedFiles:
     """A replay's live adds (:data:`ADD_SCHEMA`) and tombstones (:data:`TOMBSTONE_SCHEMA`), one
-    row per key, and the canonical path of each of their rows.
-
-    The paths are carried from update to update (spliced with the rows), so that finding the
-    rows a few commits touch costs one ``is_in`` over them, not a canonical spelling of the
-    whole path column first. Where no path needs one they share the path column's buffers.
-    """
+    row per key, and their :class:`CanonicalPaths`."""
 
     adds: pa.Table
     tombstones: pa.Table
-    add_paths: pa.ChunkedArray
-    tombstone_paths: pa.ChunkedArray
+    paths: CanonicalPaths = CanonicalPaths()
 
 
 def replay_files(
@@ -468,8 +480,12 @@ def replay_files(
         return state
     adds, tombstones = state.adds, state.tombstones
     touched = pa.array(sorted({key for key, _ in changes}), pa.string())
-    in_adds = pc.is_in(state.add_paths, value_set=touched).combine_chunks()
-    in_tombs = pc.is_in(state.tombstone_paths, value_set=touched).combine_chunks()
+    add_keys = adds["path"] if state.paths.adds is None else state.paths.adds
+    tombstone_keys = (
+        tombstones["path"] if state.paths.tombstones is None else state.paths.tombstones
+    )
+    in_adds = pc.is_in(add_keys, value_set=touched).combine_chunks()
+    in_tombs = pc.is_in(tombstone_keys, value_set=touched).combine_chunks()
     rows = pc.indices_nonzero(in_adds).to_pylist()
     live: dict[str, AddFile] = {canonical_path(a.path): a for a in add_files(take_rows(adds, rows))}
     held = list(live)  # the keys of ``rows``, in order: the table holds each once
@@ -497,22 +513,17 @@ def replay_files(
     placed = {i for _, i in in_place}
     appended = [i for i in range(fresh.num_rows) if i not in placed]
     new_adds, add_paths = _splice(
-        adds.append_column(_KEY, state.add_paths),
-        rows,
-        in_place,
-        fresh.append_column(_KEY, pa.array(live, pa.string())),
-        appended,
+        adds, state.paths.adds, rows, in_place, (fresh, list(live)), appended
     )
     new_tombstones, tombstone_paths = _splice(
-        tombstones.append_column(_KEY, state.tombstone_paths),
+        tombstones,
+        state.paths.tombstones,
         pc.indices_nonzero(in_tombs).to_pylist(),
         [],
-        _tombstones_of(list(gone.values())).append_column(
-            _KEY, pa.array([key for key, _ in gone], pa.string())
-        ),
+        (_tombstones_of(list(gone.values())), [key for key, _ in gone]),
         range(len(gone)),
     )
-    return ReplayedFiles(new_adds, new_tombstones, add_paths, tombstone_paths)
+    return ReplayedFiles(new_adds, new_tombstones, CanonicalPaths(add_paths, tombstone_paths))
 
 
 def _checkpoint_state(parts: Sequence[FileActions]) -> ReplayedFiles:
@@ -521,37 +532,47 @@ def _checkpoint_state(parts: Sequence[FileActions]) -> ReplayedFiles:
     tombstones = (
         pa.concat_tables([p.tombstones for p in parts]) if parts else TOMBSTONE_SCHEMA.empty_table()
     )
-    add_paths = _canonical(adds["path"])
-    adds, add_paths = _unique_last(adds, add_paths, add_paths)
-    paths = _canonical(tombstones["path"])
-    tombstones, paths = _unique_last(tombstones, paths, _tombstone_keys(tombstones, paths))
-    return ReplayedFiles(adds, tombstones, add_paths, paths)
+    add_paths = _respelled(adds["path"])
+    adds, add_paths = _unique_last(
+        adds, add_paths, adds["path"] if add_paths is None else add_paths
+    )
+    paths = _respelled(tombstones["path"])
+    keys = _tombstone_keys(tombstones, tombstones["path"] if paths is None else paths)
+    tombstones, paths = _unique_last(tombstones, paths, keys)
+    return ReplayedFiles(adds, tombstones, CanonicalPaths(add_paths, paths))
 
 
 def _splice(
     table: pa.Table,
+    paths: pa.ChunkedArray | None,
     rows: Sequence[int],
     replaced: Sequence[tuple[int, int]],
-    fresh: pa.Table,
+    fresh: tuple[pa.Table, list[str]],
     appended: Iterable[int],
-) -> tuple[pa.Table, pa.ChunkedArray]:
+) -> tuple[pa.Table, pa.ChunkedArray | None]:
     """``table`` less its ``rows``, except those ``replaced`` names (``(row, fresh row)``), which
-    take the fresh row in their place, then the ``appended`` fresh rows; split into the table
-    and its :data:`_KEY` column. Zero-copy slices: the rows are the few the commits touched,
-    and a filter would copy the whole table (its stats text above all) while the original is
-    still held."""
+    take the fresh row in their place, then the ``appended`` fresh rows; and its canonical
+    ``paths`` (:class:`CanonicalPaths`) spliced alike, given those of the fresh rows. Zero-copy
+    slices: the rows are the few the commits touched, and a filter would copy the whole table
+    (its stats text above all) while the original is still held."""
+    rows_in, keys_in = fresh
+    if paths is not None or keys_in != rows_in["path"].to_pylist():
+        table = table.append_column(_KEY, table["path"] if paths is None else paths)
+        rows_in = rows_in.append_column(_KEY, pa.array(keys_in, pa.string()))
     by_row = dict(replaced)
     pieces, start = [], 0
     for row in rows:
         pieces.append(table.slice(start, row - start))
         if row in by_row:
-            pieces.append(fresh.slice(by_row[row], 1))
+            pieces.append(rows_in.slice(by_row[row], 1))
         start = row + 1
     pieces.append(table.slice(start))
-    pieces.append(fresh.take(pa.array(list(appended), pa.int64())))
+    pieces.append(rows_in.take(pa.array(list(appended), pa.int64())))
     out = pa.concat_tables(pieces)
     if out.column(0).num_chunks > _MAX_CHUNKS:
         out = out.combine_chunks()
+    if _KEY not in out.column_names:
+        return out, None
     return out.drop_columns([_KEY]), out[_KEY]
 
 

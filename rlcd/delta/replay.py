@@ -23,6 +23,7 @@ import pyarrow as pa
 from rlcd.delta._columnar import (
     ADD_SCHEMA,
     TOMBSTONE_SCHEMA,
+    CanonicalPaths,
     FileActions,
     ReplayedFiles,
     add_files,
@@ -67,9 +68,8 @@ class Snapshot:
     (:data:`rlcd.delta._columnar.TOMBSTONE_SCHEMA`). Hot paths (the planner, the daemon's
     counts) read these columns; :attr:`files`, :attr:`tombstones` and :meth:`live_files` make
     objects. ``commit_info`` is the commitInfo of ``version`` itself when that commit was
-    read, else None. ``paths`` holds the canonical path of each row of ``adds`` and
-    ``tombstone_rows``, as the replay carries them to the next update (None: not known, spelled
-    again when needed).
+    read, else None. ``paths`` are the rows' canonical paths as the replay carries them to the
+    next update (None: not known, spelled again when needed).
     """
 
     table: str
@@ -78,9 +78,7 @@ class Snapshot:
     metadata: Metadata
     adds: pa.Table = field(default_factory=ADD_SCHEMA.empty_table, repr=False)
     tombstone_rows: pa.Table = field(default_factory=TOMBSTONE_SCHEMA.empty_table, repr=False)
-    paths: tuple[pa.ChunkedArray, pa.ChunkedArray] | None = field(
-        default=None, repr=False, compare=False
-    )
+    paths: CanonicalPaths | None = field(default=None, repr=False, compare=False)
     txns: Mapping[str, Txn] = field(default_factory=dict)
     domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
     commit_info: CommitInfo | None = None
@@ -100,9 +98,10 @@ class Snapshot:
         estimate for its Python objects: the few actions, and :attr:`files` and
         :attr:`tombstones` once made. Cheap: no pass over the rows."""
         adds, tombstones = self.adds, self.tombstone_rows
-        if self.paths is not None:  # most often the path column's own buffers: counted once
-            adds = adds.append_column("canonical_path", self.paths[0])
-            tombstones = tombstones.append_column("canonical_path", self.paths[1])
+        if self.paths is not None and self.paths.adds is not None:
+            adds = adds.append_column("canonical_path", self.paths.adds)
+        if self.paths is not None and self.paths.tombstones is not None:
+            tombstones = tombstones.append_column("canonical_path", self.paths.tombstones)
         held: int = adds.get_total_buffer_size() + tombstones.get_total_buffer_size()
         made = vars(self)  # the cached properties, once made
         held += len(made.get("files", ())) * _ADD_OBJECT_BYTES
@@ -138,7 +137,10 @@ class Snapshot:
     def live_files(self, paths: Iterable[str]) -> dict[str, AddFile]:
         """The live files among ``paths``, by canonical path: objects for those rows only, at
         the cost of one pass over the path column."""
-        keys = None if self.paths is None else self.paths[0]
+        if self.paths is None:
+            keys = None
+        else:
+            keys = self.adds["path"] if self.paths.adds is None else self.paths.adds
         return {canonical_path(a.path): a for a in add_files(rows_of_paths(self.adds, paths, keys))}
 
 
@@ -193,7 +195,7 @@ class _Fold:
             metadata=self.metadata,
             adds=files.adds,
             tombstone_rows=files.tombstones,
-            paths=(files.add_paths, files.tombstone_paths),
+            paths=files.paths,
             txns=self.txns,
             domains=self.domains,
             commit_info=self.commit_info,
@@ -249,4 +251,4 @@ def _files_of(snapshot: Snapshot) -> ReplayedFiles:
     """A snapshot's files as a replay's starting state, its paths spelled if not held."""
     if snapshot.paths is None:
         return replay_files([FileActions(snapshot.adds, snapshot.tombstone_rows, ())], [])
-    return ReplayedFiles(snapshot.adds, snapshot.tombstone_rows, *snapshot.paths)
+    return ReplayedFiles(snapshot.adds, snapshot.tombstone_rows, snapshot.paths)
