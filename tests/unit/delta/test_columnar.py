@@ -387,6 +387,23 @@ def test_advancing_by_commits_equals_loading_from_scratch(
         assert (paths if held is None else held.to_pylist()) == [canonical_path(p) for p in paths]
 
 
+def test_many_updates_recombine_the_chunks_they_split() -> None:
+    """Updates that each touch a row split the table into more and more slices; past the
+    bound it is made one chunk again, holding what a replay from scratch holds."""
+    header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
+    adds: list[Action] = [_add(f"f{i}", 0, i) for i in range(1, 301)]
+    log: list[tuple[int, list[Action]]] = [
+        (v, [_remove(f"f{2 * v}", 0, v), _add(f"g{v}", 0, v)]) for v in range(1, 151)
+    ]
+    snapshot = replay("t", [], checkpoint=(0, header + adds))
+    chunks = []
+    for version, actions in log:
+        snapshot = replay("t", [(version, actions)], base=snapshot)
+        chunks.append(snapshot.adds.column(0).num_chunks)
+    assert max(chunks) <= 257 and chunks[-1] < max(chunks)  # recombined on the way
+    assert snapshot.adds.equals(replay("t", log, checkpoint=(0, header + adds)).adds)
+
+
 def test_take_rows_keeps_the_order_asked_across_chunks() -> None:
     """Rows from several chunks, out of order and repeated, come back as asked; a row outside
     the table is refused."""
