@@ -15,7 +15,10 @@ applies them to objects):
   the fold leaves live takes the place of the path's row when the path stayed live throughout, and
   is appended otherwise, so the rows keep the object replay's order (first appearance in the
   log). The cost is in proportion to the commits, not the table: an incremental update
-  (:func:`rlcd.delta.replay.replay` with a base) folds only the paths its commits touch.
+  (:func:`rlcd.delta.replay.replay` with a base) folds only the paths its commits touch, finds
+  them with one ``is_in`` over the canonical paths the last replay carried
+  (:class:`CanonicalPaths`), and takes and splices rows a record batch at a time (never
+  ``Table.take`` or a filter, which copy the whole table).
 - Within the fold the rules of :mod:`rlcd.delta.replay` hold: an ``add`` replaces the path's live
   add; a ``remove`` removes it only when its ``(path, DV unique id)`` key matches. Tombstones are
   keyed by ``(path, DV unique id)``, the newest action wins, and an ``add`` of the same key
