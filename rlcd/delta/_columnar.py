@@ -15,7 +15,10 @@ applies them to objects):
   the fold leaves live takes the place of the path's row when the path stayed live throughout, and
   is appended otherwise, so the rows keep the object replay's order (first appearance in the
   log). The cost is in proportion to the commits, not the table: an incremental update
-  (:func:`rlcd.delta.replay.replay` with a base) folds only the paths its commits touch.
+  (:func:`rlcd.delta.replay.replay` with a base) folds only the paths its commits touch, finds
+  them with one ``is_in`` over the canonical paths the last replay carried
+  (:class:`CanonicalPaths`), and takes and splices rows a record batch at a time (never
+  ``Table.take`` or a filter, which copy the whole table).
 - Within the fold the rules of :mod:`rlcd.delta.replay` hold: an ``add`` replaces the path's live
   add; a ``remove`` removes it only when its ``(path, DV unique id)`` key matches. Tombstones are
   keyed by ``(path, DV unique id)``, the newest action wins, and an ``add`` of the same key
@@ -33,8 +36,10 @@ applies them to objects):
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -59,10 +64,13 @@ __all__ = (
     "checkpoint_file_actions",
     "needs_stats_parsed",
     "file_actions_of",
+    "CanonicalPaths",
+    "ReplayedFiles",
     "replay_files",
     "add_files",
     "remove_files",
     "rows_of_paths",
+    "take_rows",
 )
 __pure__ = True
 
@@ -349,85 +357,144 @@ def remove_files(tombstones: pa.Table) -> list[RemoveFile]:
     return [RemoveFile.from_json(_tombstone_json(row)) for row in tombstones.to_pylist()]
 
 
-def rows_of_paths(adds: pa.Table, paths: Iterable[str]) -> pa.Table:
-    """The rows of a live-adds table whose path is one of ``paths`` (by :func:`canonical_path`)."""
+def take_rows(table: pa.Table, rows: Sequence[int]) -> pa.Table:
+    """The rows of ``table`` at ``rows``, in that order, taken a record batch at a time.
+
+    ``Table.take`` first concatenates each column's chunks: a copy of the whole table (5-60 ms
+    at 100k files, the stats text above all) to get the few rows a bin or an update touches.
+
+    Raises:
+        IndexError: a row is outside the table.
+    """
+    wanted = sorted(set(rows))
+    if wanted and (wanted[0] < 0 or wanted[-1] >= table.num_rows):
+        raise IndexError(f"rows outside a table of {table.num_rows}")
+    batches = table.to_batches()
+    starts = list(accumulate((b.num_rows for b in batches), initial=0))
+    parts = []
+    for batch, start, end in zip(batches, starts, starts[1:], strict=False):
+        chosen = wanted[bisect_left(wanted, start) : bisect_left(wanted, end)]
+        if chosen:
+            parts.append(batch.take(pa.array([r - start for r in chosen], pa.int64())))
+    found = pa.Table.from_batches(parts, schema=table.schema)
+    position = {row: i for i, row in enumerate(wanted)}
+    return found.take(pa.array([position[r] for r in rows], pa.int64()))
+
+
+def rows_of_paths(
+    adds: pa.Table, paths: Iterable[str], keys: pa.ChunkedArray | None = None
+) -> pa.Table:
+    """The rows of a live-adds table whose path is one of ``paths`` (by :func:`canonical_path`);
+    ``keys`` are the rows' canonical paths when known (:class:`ReplayedFiles`)."""
     wanted = pa.array(sorted({canonical_path(p) for p in paths}), pa.string())
-    return adds.filter(pc.is_in(_canonical(adds["path"]), value_set=wanted))
+    found = pc.is_in(_canonical(adds["path"]) if keys is None else keys, value_set=wanted)
+    return adds.filter(found)
 
 
 def _canonical(paths: pa.ChunkedArray) -> pa.ChunkedArray:
     """:func:`canonical_path` over a column; the column itself when no path needs it."""
+    respelled = _respelled(paths)
+    return paths if respelled is None else respelled
+
+
+def _respelled(paths: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """:func:`canonical_path` over a column; None when no path needs it."""
     slash = pc.starts_with(paths, "/")
     file_colon = pc.and_(
         pc.starts_with(paths, "file:/"), pc.invert(pc.starts_with(paths, "file://"))
     )
     if not pc.any(pc.or_(slash, file_colon)).as_py():
-        return paths
+        return None
     return pa.chunked_array([pa.array([canonical_path(p) for p in paths.to_pylist()], pa.string())])
 
 
-def _unique_last(table: pa.Table, keys: pa.ChunkedArray | pa.Array) -> pa.Table:
-    """The rows of ``table`` with one row per key: the last, in the place of the first. A
-    checkpoint lists each key once; one that does not gets the object replay's answer: the
-    later row wins, where the key first appeared."""
+def _unique_last(
+    table: pa.Table, paths: pa.ChunkedArray | None, keys: pa.ChunkedArray
+) -> tuple[pa.Table, pa.ChunkedArray | None]:
+    """The rows of ``table`` and their ``paths`` with one row per key: the last, in the place of
+    the first. A checkpoint lists each key once; one that does not gets the object replay's
+    answer: the later row wins, where the key first appeared."""
     if pc.count_distinct(keys).as_py() == len(keys):
-        return table
+        return table, paths
     indexed = pa.table({"k": keys, "i": pa.array(range(len(keys)), pa.int64())})
     grouped = indexed.group_by("k").aggregate([("i", "min"), ("i", "max")])
-    return table.take(pc.take(grouped["i_max"], pc.sort_indices(grouped["i_min"])))
+    rows = pc.take(grouped["i_max"], pc.sort_indices(grouped["i_min"]))
+    return table.take(rows), None if paths is None else paths.take(rows)
 
 
-def _tombstone_keys(tombstones: pa.Table) -> pa.ChunkedArray:
+def _tombstone_keys(tombstones: pa.Table, paths: pa.ChunkedArray) -> pa.ChunkedArray:
     """``canonical path NUL DV unique id`` per tombstone: its replay key as one string."""
     dv = tombstones["deletion_vector"].combine_chunks()
     uid = pc.coalesce(_dv_unique_id(dv), "")
-    return pc.binary_join_element_wise(_canonical(tombstones["path"]), uid, "\x00")
+    return pc.binary_join_element_wise(paths, uid, "\x00")
 
 
 _MAX_CHUNKS = 256
-"""Chunks a replayed table may have before it is made one again: each update splices rows in as
-slices (:func:`_splice`), and a daemon applies thousands; compute over a table of many tiny
-chunks is slower than one copy now and then."""
+_MIN_CHUNK_ROWS = 1024
+"""A replayed table is made one chunk again when it has more than ``_MAX_CHUNKS`` plus one per
+``_MIN_CHUNK_ROWS`` rows: each update splices rows in as slices (:func:`_splice`), two chunks
+per row it touches, and a daemon applies thousands; compute over many tiny chunks is slower
+than one copy now and then. A bound that grows with the table keeps the copy's cost, spread
+over the updates between two copies, at about ``_MIN_CHUNK_ROWS`` rows per row touched (a fixed
+256 copied a million-file table on every update of a hundred rows: 0.3 s)."""
+
+_KEY = "canonical_path"
+"""The column a table carries its keys in through :func:`_splice`."""
+
+
+@dataclass(frozen=True)
+class CanonicalPaths:
+    """The canonical path of each row of a replay's live adds and of its tombstones; None
+    where the path column is its own (no path needs respelling, the usual case: nothing to
+    hold). Carried from update to update, spliced with the rows, so that finding the rows a few
+    commits touch costs one ``is_in``, not a respelling of the whole path column first."""
+
+    adds: pa.ChunkedArray | None = None
+    tombstones: pa.ChunkedArray | None = None
+
+
+@dataclass(frozen=True)
+class ReplayedFiles:
+    """A replay's live adds (:data:`ADD_SCHEMA`) and tombstones (:data:`TOMBSTONE_SCHEMA`), one
+    row per key, and their :class:`CanonicalPaths`."""
+
+    adds: pa.Table
+    tombstones: pa.Table
+    paths: CanonicalPaths = CanonicalPaths()
 
 
 def replay_files(
-    checkpoint: Iterable[FileActions],
+    start: Iterable[FileActions] | ReplayedFiles,
     commits: Iterable[tuple[int, Sequence[Action]]],
-    *,
-    unique: bool = False,
-) -> tuple[pa.Table, pa.Table]:
-    """The live adds and the tombstones after a checkpoint (its files' actions; none for a log
-    without one) and the commits after it, in version order.
+) -> ReplayedFiles:
+    """The live adds and the tombstones after a starting state and the commits after it, in
+    version order.
 
     Args:
-        checkpoint: the starting state's files: a checkpoint's, or a snapshot's own tables.
+        start: a checkpoint's files (none for a log without one), or an earlier replay's result,
+            whose rows are known unique and whose paths are not spelled again: then the cost is
+            in proportion to the commits, but for one ``is_in`` over the paths.
         commits: ``(version, actions)`` pairs in ascending version order.
-        unique: the starting state already holds one row per key (a replay's result): its keys
-            are not checked again, which would cost a pass over the table.
     """
-    parts = list(checkpoint)
-    adds = pa.concat_tables([p.adds for p in parts]) if parts else ADD_SCHEMA.empty_table()
-    tombstones = (
-        pa.concat_tables([p.tombstones for p in parts]) if parts else TOMBSTONE_SCHEMA.empty_table()
-    )
+    state = start if isinstance(start, ReplayedFiles) else _checkpoint_state(list(start))
     changes = [
         (canonical_path(a.path), a)
         for _, actions in commits
         for a in actions
         if isinstance(a, AddFile | RemoveFile)
     ]
-    if not unique:
-        adds = _unique_last(adds, _canonical(adds["path"]))
-        tombstones = _unique_last(tombstones, _tombstone_keys(tombstones))
     if not changes:
-        return adds, tombstones
+        return state
+    adds, tombstones = state.adds, state.tombstones
     touched = pa.array(sorted({key for key, _ in changes}), pa.string())
-    in_adds = pc.is_in(_canonical(adds["path"]), value_set=touched).combine_chunks()
-    in_tombs = pc.is_in(_canonical(tombstones["path"]), value_set=touched).combine_chunks()
+    add_keys = adds["path"] if state.paths.adds is None else state.paths.adds
+    tombstone_keys = (
+        tombstones["path"] if state.paths.tombstones is None else state.paths.tombstones
+    )
+    in_adds = pc.is_in(add_keys, value_set=touched).combine_chunks()
+    in_tombs = pc.is_in(tombstone_keys, value_set=touched).combine_chunks()
     rows = pc.indices_nonzero(in_adds).to_pylist()
-    live: dict[str, AddFile] = {
-        canonical_path(a.path): a for a in add_files(adds.take(pa.array(rows, pa.int64())))
-    }
+    live: dict[str, AddFile] = {canonical_path(a.path): a for a in add_files(take_rows(adds, rows))}
     held = list(live)  # the keys of ``rows``, in order: the table holds each once
     dropped: set[str] = set()  # paths not live at some point: re-added ones move to the end
     gone: dict[tuple[str, str | None], RemoveFile] = {}
@@ -452,40 +519,88 @@ def replay_files(
     ]
     placed = {i for _, i in in_place}
     appended = [i for i in range(fresh.num_rows) if i not in placed]
-    return (
-        _splice(adds, rows, in_place, fresh, appended),
-        _splice(
-            tombstones,
-            pc.indices_nonzero(in_tombs).to_pylist(),
-            [],
-            _tombstones_of(list(gone.values())),
-            range(len(gone)),
-        ),
+    new_adds, add_paths = _splice(
+        adds, state.paths.adds, rows, in_place, (fresh, list(live)), appended
     )
+    new_tombstones, tombstone_paths = _splice(
+        tombstones,
+        state.paths.tombstones,
+        pc.indices_nonzero(in_tombs).to_pylist(),
+        [],
+        (_tombstones_of(list(gone.values())), [key for key, _ in gone]),
+        range(len(gone)),
+    )
+    return ReplayedFiles(new_adds, new_tombstones, CanonicalPaths(add_paths, tombstone_paths))
+
+
+def _checkpoint_state(parts: Sequence[FileActions]) -> ReplayedFiles:
+    """A checkpoint's files as one state: one row per key, the later row winning."""
+    adds = pa.concat_tables([p.adds for p in parts]) if parts else ADD_SCHEMA.empty_table()
+    tombstones = (
+        pa.concat_tables([p.tombstones for p in parts]) if parts else TOMBSTONE_SCHEMA.empty_table()
+    )
+    add_paths = _respelled(adds["path"])
+    adds, add_paths = _unique_last(
+        adds, add_paths, adds["path"] if add_paths is None else add_paths
+    )
+    paths = _respelled(tombstones["path"])
+    keys = _tombstone_keys(tombstones, tombstones["path"] if paths is None else paths)
+    tombstones, paths = _unique_last(tombstones, paths, keys)
+    return ReplayedFiles(adds, tombstones, CanonicalPaths(add_paths, paths))
 
 
 def _splice(
     table: pa.Table,
+    paths: pa.ChunkedArray | None,
     rows: Sequence[int],
     replaced: Sequence[tuple[int, int]],
-    fresh: pa.Table,
+    fresh: tuple[pa.Table, list[str]],
     appended: Iterable[int],
-) -> pa.Table:
+) -> tuple[pa.Table, pa.ChunkedArray | None]:
     """``table`` less its ``rows``, except those ``replaced`` names (``(row, fresh row)``), which
-    take the fresh row in their place, then the ``appended`` fresh rows. Zero-copy slices: the
-    rows are the few the commits touched, and a filter would copy the whole table (its stats
-    text above all) while the original is still held."""
+    take the fresh row in their place, then the ``appended`` fresh rows; and its canonical
+    ``paths`` (:class:`CanonicalPaths`) spliced alike, given those of the fresh rows. Zero-copy
+    slices: the rows are the few the commits touched, and a filter would copy the whole table
+    (its stats text above all) while the original is still held."""
+    rows_in, keys_in = fresh
+    if paths is not None or keys_in != rows_in["path"].to_pylist():
+        table = table.append_column(_KEY, table["path"] if paths is None else paths)
+        rows_in = rows_in.append_column(_KEY, pa.array(keys_in, pa.string()))
     by_row = dict(replaced)
+    batches = table.to_batches()
+    starts = list(accumulate((b.num_rows for b in batches), initial=0))
+    fresh_rows = rows_in.combine_chunks().to_batches()  # one batch, or none when empty
     pieces, start = [], 0
     for row in rows:
-        pieces.append(table.slice(start, row - start))
+        pieces += _batch_slices(batches, starts, start, row)
         if row in by_row:
-            pieces.append(fresh.slice(by_row[row], 1))
+            pieces.append(fresh_rows[0].slice(by_row[row], 1))
         start = row + 1
-    pieces.append(table.slice(start))
-    pieces.append(fresh.take(pa.array(list(appended), pa.int64())))
-    out = pa.concat_tables(pieces)
-    return out.combine_chunks() if out.column(0).num_chunks > _MAX_CHUNKS else out
+    pieces += _batch_slices(batches, starts, start, table.num_rows)
+    pieces += rows_in.take(pa.array(list(appended), pa.int64())).to_batches()
+    out = pa.Table.from_batches(pieces, schema=table.schema)
+    if out.column(0).num_chunks > _MAX_CHUNKS + out.num_rows // _MIN_CHUNK_ROWS:
+        out = out.combine_chunks()
+    if _KEY not in out.column_names:
+        return out, None
+    return out.drop_columns([_KEY]), out[_KEY]
+
+
+def _batch_slices(
+    batches: Sequence[pa.RecordBatch], starts: Sequence[int], lo: int, hi: int
+) -> list[pa.RecordBatch]:
+    """Rows ``lo`` to ``hi`` (exclusive) of a table split in ``batches`` (their first rows at
+    ``starts``) as zero-copy slices: slicing the batches, not the table, costs the same however
+    many chunks the table has."""
+    out = []
+    i = max(bisect_left(starts, lo + 1) - 1, 0)
+    while lo < hi:
+        first = lo - starts[i]
+        take = min(hi, starts[i + 1]) - lo
+        out.append(batches[i].slice(first, take))
+        lo += take
+        i += 1
+    return out
 
 
 def _tombstone_json(row: dict[str, Any]) -> dict[str, Any]:

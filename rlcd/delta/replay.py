@@ -23,12 +23,15 @@ import pyarrow as pa
 from rlcd.delta._columnar import (
     ADD_SCHEMA,
     TOMBSTONE_SCHEMA,
+    CanonicalPaths,
     FileActions,
+    ReplayedFiles,
     add_files,
     canonical_path,
     file_actions_of,
     replay_files,
     rows_of_paths,
+    take_rows,
 )
 from rlcd.delta.actions import (
     Action,
@@ -62,7 +65,8 @@ class Snapshot:
     (:data:`rlcd.delta._columnar.TOMBSTONE_SCHEMA`). Hot paths (the planner, the daemon's
     counts, vacuum, the checkpoint writer) read these columns; :attr:`files` and
     :meth:`live_files` make objects. ``commit_info`` is the commitInfo of ``version`` itself
-    when that commit was read, else None.
+    when that commit was read, else None. ``paths`` are the rows' canonical paths as the replay
+    carries them to the next update (None: not known, spelled again when needed).
     """
 
     table: str
@@ -71,6 +75,7 @@ class Snapshot:
     metadata: Metadata
     adds: pa.Table = field(default_factory=ADD_SCHEMA.empty_table, repr=False)
     tombstone_rows: pa.Table = field(default_factory=TOMBSTONE_SCHEMA.empty_table, repr=False)
+    paths: CanonicalPaths | None = field(default=None, repr=False, compare=False)
     txns: Mapping[str, Txn] = field(default_factory=dict)
     domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
     commit_info: CommitInfo | None = None
@@ -89,8 +94,12 @@ class Snapshot:
         budget): its Arrow buffers, each counted once (a slice holds its whole buffer), and an
         estimate for its Python objects: the few actions, and :attr:`files` once made. Cheap:
         no pass over the rows."""
-        held: int = self.adds.get_total_buffer_size()
-        held += self.tombstone_rows.get_total_buffer_size()
+        adds, tombstones = self.adds, self.tombstone_rows
+        if self.paths is not None and self.paths.adds is not None:
+            adds = adds.append_column("canonical_path", self.paths.adds)
+        if self.paths is not None and self.paths.tombstones is not None:
+            tombstones = tombstones.append_column("canonical_path", self.paths.tombstones)
+        held: int = adds.get_total_buffer_size() + tombstones.get_total_buffer_size()
         made = vars(self)  # the cached properties, once made
         held += len(made.get("files", ())) * _ADD_OBJECT_BYTES
         held += len(self.metadata.schema_string)
@@ -111,12 +120,16 @@ class Snapshot:
     def files_at(self, rows: Sequence[int]) -> list[AddFile]:
         """The live files at these rows of :attr:`adds`, in that order: objects for those only
         (a plan's bins)."""
-        return add_files(self.adds.take(pa.array(rows, pa.int64())))
+        return add_files(take_rows(self.adds, rows))
 
     def live_files(self, paths: Iterable[str]) -> dict[str, AddFile]:
         """The live files among ``paths``, by canonical path: objects for those rows only, at
         the cost of one pass over the path column."""
-        return {canonical_path(a.path): a for a in add_files(rows_of_paths(self.adds, paths))}
+        if self.paths is None:
+            keys = None
+        else:
+            keys = self.adds["path"] if self.paths.adds is None else self.paths.adds
+        return {canonical_path(a.path): a for a in add_files(rows_of_paths(self.adds, paths, keys))}
 
 
 class _Fold:
@@ -157,7 +170,7 @@ class _Fold:
                 case _:
                     pass  # file actions are replayed on columns; the rest change nothing
 
-    def snapshot(self, adds: pa.Table, tombstones: pa.Table) -> Snapshot:
+    def snapshot(self, files: ReplayedFiles) -> Snapshot:
         if self.protocol is None or self.metadata is None:
             missing = "protocol" if self.protocol is None else "metaData"
             raise CorruptLogError(
@@ -168,8 +181,9 @@ class _Fold:
             version=self.version,
             protocol=self.protocol,
             metadata=self.metadata,
-            adds=adds,
-            tombstone_rows=tombstones,
+            adds=files.adds,
+            tombstone_rows=files.tombstones,
+            paths=files.paths,
             txns=self.txns,
             domains=self.domains,
             commit_info=self.commit_info,
@@ -210,13 +224,19 @@ def replay_columns(
         raise InternalError("a replay starts from a snapshot or from a checkpoint, not both")
     commits = list(commits)
     fold = _Fold(table, base)
-    files: list[FileActions] = []
+    start: list[FileActions] | ReplayedFiles = []
     if checkpoint is not None:
-        version, files = checkpoint[0], list(checkpoint[1])
-        fold.apply(version, [a for f in files for a in f.others], checkpoint=True)
+        version, start = checkpoint[0], list(checkpoint[1])
+        fold.apply(version, [a for f in start for a in f.others], checkpoint=True)
     elif base is not None:
-        files = [FileActions(base.adds, base.tombstone_rows, ())]
+        start = _files_of(base)
     for version, actions in commits:
         fold.apply(version, actions, checkpoint=False)
-    adds, tombstones = replay_files(files, commits, unique=base is not None)
-    return fold.snapshot(adds, tombstones)
+    return fold.snapshot(replay_files(start, commits))
+
+
+def _files_of(snapshot: Snapshot) -> ReplayedFiles:
+    """A snapshot's files as a replay's starting state, its paths spelled if not held."""
+    if snapshot.paths is None:
+        return replay_files([FileActions(snapshot.adds, snapshot.tombstone_rows, ())], [])
+    return ReplayedFiles(snapshot.adds, snapshot.tombstone_rows, snapshot.paths)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -25,10 +26,11 @@ from rlcd.delta._columnar import (
     projection,
     remove_files,
     replay_files,
+    take_rows,
 )
 from rlcd.delta.actions import Action, ActionError, AddFile, Metadata, Protocol, RemoveFile
 from rlcd.delta.dv.descriptor import DeletionVectorDescriptor
-from rlcd.delta.replay import canonical_path, replay
+from rlcd.delta.replay import canonical_path, replay, replay_columns
 
 _MAP = pa.map_(pa.string(), pa.string())
 _DV = pa.struct(
@@ -200,7 +202,8 @@ def test_columnar_replay_equals_object_replay(
         if as_parquet
         else file_actions_of(cp_actions)
     )
-    got = _got(*replay_files([files], enumerate(commit_actions, start=1)))
+    state = replay_files([files], enumerate(commit_actions, start=1))
+    got = _got(state.adds, state.tombstones)
     assert got == _expected(cp_actions, commit_actions)
     header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
     snapshot = replay("t", [], checkpoint=(0, header + cp_actions))
@@ -277,8 +280,9 @@ def test_projection_reads_only_what_replay_keeps() -> None:
 def test_a_later_checkpoint_row_of_a_path_wins() -> None:
     """A checkpoint listing a path twice keeps the later row, as the object replay does."""
     first, second = _add("a", 0, 1), _add("a", 1, 2)
-    adds, _ = replay_files([checkpoint_file_actions(_checkpoint([first, second]))], [])
-    assert add_files(adds) == [second]
+    state = replay_files([checkpoint_file_actions(_checkpoint([first, second]))], [])
+    assert add_files(state.adds) == [second]
+    assert state.paths.adds is None  # "a" is its own canonical spelling
 
 
 def test_a_tombstone_keeps_what_a_checkpoint_writes_of_it() -> None:
@@ -297,14 +301,14 @@ def test_a_tombstone_keeps_what_a_checkpoint_writes_of_it() -> None:
         base_row_id=7,
         default_row_commit_version=2,
     )
-    _, tombstones = replay_files([], [(1, [remove])])
+    tombstones = replay_files([], [(1, [remove])]).tombstones
     assert remove_files(tombstones) == [dataclasses.replace(remove, stats=None, tags=None)]
 
 
 def test_no_checkpoint_and_no_commits_is_empty() -> None:
     """A log of only non-file actions has no live files and no tombstones."""
-    adds, tombstones = replay_files([], [])
-    assert adds.num_rows == tombstones.num_rows == 0
+    state = replay_files([], [])
+    assert state.adds.num_rows == state.tombstones.num_rows == 0
 
 
 def test_file_actions_keep_the_other_actions() -> None:
@@ -330,6 +334,84 @@ def test_held_bytes_counts_buffers_once_and_the_objects_made() -> None:
     before = snapshot.held_bytes()
     assert len(snapshot.files) == 50
     assert snapshot.held_bytes() >= before + 50 * 1000
+
+
+# paths an update must find again: absolute in two spellings, URL-encoded, partitioned
+_UPDATE_PATHS = [*PATHS, "p=a%20b/d.parquet", "p=a%3Ab/e%25f.parquet", "file:///abs/g.parquet"]
+_UPDATE_ACTION = st.tuples(
+    st.sampled_from(["add", "add", "remove"]),
+    st.sampled_from(_UPDATE_PATHS),
+    st.integers(0, len(DVS) - 1),
+    st.integers(1, 50),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.lists(_UPDATE_ACTION, max_size=6), max_size=3),
+    commits=st.lists(st.lists(_UPDATE_ACTION, min_size=1, max_size=6), max_size=12),
+    cuts=st.sets(st.integers(1, 11)),
+)
+def test_advancing_by_commits_equals_loading_from_scratch(
+    parts: list[list[tuple[str, str, int, int]]],
+    commits: list[list[tuple[str, str, int, int]]],
+    cuts: set[int],
+) -> None:
+    """A snapshot moved forward a few commits at a time, from a checkpoint of several files
+    (one chunk each, a path in more than one), holds the very tables a replay of every commit
+    at once gives: rows and their order, tombstones, and the canonical paths it carries."""
+    header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
+    checkpoint = [checkpoint_file_actions(_checkpoint([_action(*a) for a in p])) for p in parts]
+    log: list[tuple[int, list[Action]]] = [
+        (version, [_action(*a) for a in c]) for version, c in enumerate(commits, start=1)
+    ]
+    files = [
+        FileActions(f.adds, f.tombstones, header if i == 0 else ())
+        for i, f in enumerate(checkpoint)
+    ]
+    files = files or [file_actions_of(header)]
+    scratch = replay_columns("t", log, checkpoint=(0, files))
+    snapshot = replay_columns("t", [], checkpoint=(0, files))
+    bounds = [0, *sorted(c for c in cuts if c < len(log)), len(log)]
+    for lo, hi in pairwise(bounds):
+        snapshot = replay_columns("t", log[lo:hi], base=snapshot)
+    assert snapshot.version == scratch.version
+    assert snapshot.adds.equals(scratch.adds)
+    # tombstones are a set: an update moves the ones its commits touch to the end
+    tombstones = [snapshot.tombstone_rows.to_pylist(), scratch.tombstone_rows.to_pylist()]
+    assert sorted(tombstones[0], key=repr) == sorted(tombstones[1], key=repr)
+    assert snapshot.paths is not None and scratch.paths is not None
+    carried = (snapshot.paths.adds, snapshot.paths.tombstones)
+    for held, rows in zip(carried, (snapshot.adds, snapshot.tombstone_rows), strict=True):
+        paths = rows["path"].to_pylist()
+        assert (paths if held is None else held.to_pylist()) == [canonical_path(p) for p in paths]
+
+
+def test_many_updates_recombine_the_chunks_they_split() -> None:
+    """Updates that each touch a row split the table into more and more slices; past the
+    bound it is made one chunk again, holding what a replay from scratch holds."""
+    header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
+    adds: list[Action] = [_add(f"f{i}", 0, i) for i in range(1, 301)]
+    log: list[tuple[int, list[Action]]] = [
+        (v, [_remove(f"f{2 * v}", 0, v), _add(f"g{v}", 0, v)]) for v in range(1, 151)
+    ]
+    snapshot = replay("t", [], checkpoint=(0, header + adds))
+    chunks = []
+    for version, actions in log:
+        snapshot = replay("t", [(version, actions)], base=snapshot)
+        chunks.append(snapshot.adds.column(0).num_chunks)
+    assert max(chunks) <= 257 and chunks[-1] < max(chunks)  # recombined on the way
+    assert snapshot.adds.equals(replay("t", log, checkpoint=(0, header + adds)).adds)
+
+
+def test_take_rows_keeps_the_order_asked_across_chunks() -> None:
+    """Rows from several chunks, out of order and repeated, come back as asked; a row outside
+    the table is refused."""
+    table = pa.Table.from_batches(pa.table({"n": list(range(10))}).to_batches(max_chunksize=3))
+    assert take_rows(table, [9, 0, 4, 4, 3]).column("n").to_pylist() == [9, 0, 4, 4, 3]
+    assert take_rows(table, []).num_rows == 0
+    with pytest.raises(IndexError):
+        take_rows(table, [10])
 
 
 def _rarely(rare: st.SearchStrategy[Any], usual: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
