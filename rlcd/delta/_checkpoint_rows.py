@@ -14,7 +14,8 @@ decides the rest:
   columns (:mod:`rlcd.delta.stats_spec`) by physical name with their own types; a bound that
   does not fit its column (another writer's stats, an older schema) is left null, which means
   "unknown" to every reader and so never skips a file wrongly;
-- ``checkpointMetadata`` for a V2 checkpoint (the ``v2Checkpoint`` feature).
+- ``checkpointMetadata`` for a V2 checkpoint (the ``v2Checkpoint`` feature), and ``sidecar``
+  when its file actions are in sidecars, which hold the ``add`` and ``remove`` columns alone.
 
 Removes lose ``stats`` and ``tags`` (the protocol drops them from checkpoints); adds and removes
 are written with ``dataChange=false``, as Spark's replay writes them. Members rlcd does not know
@@ -45,6 +46,7 @@ from rlcd.delta.actions import (
     DomainMetadata,
     Metadata,
     Protocol,
+    Sidecar,
     Txn,
 )
 from rlcd.delta.dv.descriptor import UUID_TAIL, DeletionVectorDescriptor
@@ -106,6 +108,15 @@ _DOMAIN: Final = pa.struct(
     [("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]
 )
 _CHECKPOINT_METADATA: Final = pa.struct([("version", pa.int64()), ("tags", _STRING_MAP)])
+_SIDECAR: Final = pa.struct(
+    [
+        ("path", pa.string()),
+        ("sizeInBytes", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("tags", _STRING_MAP),
+    ]
+)
+_FILE_COLUMNS: Final = ("add", "remove")
 _FILE_FIELDS: Final = (
     ("path", pa.string()),
     ("partitionValues", _STRING_MAP),
@@ -155,14 +166,21 @@ class CheckpointLayout:
     stats: _StatsColumns | None
     """When ``stats_parsed`` is written."""
 
+    @property
+    def sidecar_schema(self) -> pa.Schema:
+        """A sidecar's schema: the ``add`` and ``remove`` columns alone, as Spark's."""
+        return pa.schema([self.schema.field(name) for name in _FILE_COLUMNS])
+
 
 def _flag(config: Mapping[str, str], key: str, default: bool) -> bool:
     value = config.get(key)
     return default if value is None else str(value).strip().lower() == "true"
 
 
-def checkpoint_layout(metadata: Metadata, *, v2: bool) -> CheckpointLayout:
-    """The checkpoint schema for a table with this metadata (V2: with ``checkpointMetadata``).
+def checkpoint_layout(metadata: Metadata, *, v2: bool, sidecars: bool = False) -> CheckpointLayout:
+    """The checkpoint schema for a table with this metadata (V2: with ``checkpointMetadata``;
+    ``sidecars``: also with the ``sidecar`` column, for a V2 checkpoint whose files are in
+    sidecars).
 
     Raises:
         ValueError: the schema or column mapping cannot be read (the table is not one rlcd
@@ -204,6 +222,8 @@ def checkpoint_layout(metadata: Metadata, *, v2: bool) -> CheckpointLayout:
     ]
     if v2:
         columns.append(("checkpointMetadata", _CHECKPOINT_METADATA))
+    if sidecars:
+        columns.append(("sidecar", _SIDECAR))
     return CheckpointLayout(pa.schema(columns), v2, as_json, partitions, stats)
 
 
@@ -390,11 +410,12 @@ def _stats_parsed(stats: str | None, columns: _StatsColumns) -> dict[str, Any] |
 
 def other_rows(actions: Iterable[Action | int], layout: CheckpointLayout) -> pa.RecordBatch:
     """The checkpoint rows of the actions other than files, one per action (an ``int`` is the
-    checkpoint's version: the V2 ``checkpointMetadata`` row).
+    checkpoint's version: the V2 ``checkpointMetadata`` row; a sidecar needs a layout with
+    sidecars).
 
     Raises:
         ValueError: an action has no place among these rows (a file action, commitInfo, cdc,
-            sidecar, unknown).
+            unknown).
     """
     return pa.RecordBatch.from_pylist(list(_other_rows(actions)), schema=layout.schema)
 
@@ -447,6 +468,15 @@ def _other_rows(actions: Iterable[Action | int]) -> Iterator[dict[str, Any]]:
                         "domain": action.domain,
                         "configuration": action.configuration,
                         "removed": action.removed,
+                    }
+                }
+            case Sidecar():
+                yield {
+                    "sidecar": {
+                        "path": action.path,
+                        "sizeInBytes": action.size_in_bytes,
+                        "modificationTime": action.modification_time,
+                        "tags": None,
                     }
                 }
             case _:

@@ -398,10 +398,15 @@ class Sidecar(_Record):
 
     KIND: ClassVar[str] = "sidecar"
     REQUIRED: ClassVar[tuple[str, ...]] = ("path",)
-    TYPES: ClassVar[Mapping[str, tuple[type, ...]]] = {"path": _STR, "size_in_bytes": _INT}
+    TYPES: ClassVar[Mapping[str, tuple[type, ...]]] = {
+        "path": _STR,
+        "size_in_bytes": _INT,
+        "modification_time": _INT,
+    }
 
     path: str
     size_in_bytes: int | None = None
+    modification_time: int | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

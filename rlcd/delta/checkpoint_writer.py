@@ -7,17 +7,21 @@ Theory of operation (delta-protocol.md §1.3-§1.5, §6.1 step 6):
   ``delta.deletedFileRetentionDuration``, default a week, of now; a missing timestamp counts as
   expired, as vacuum counts it). The schema and rows are :mod:`rlcd.delta._checkpoint_rows`'.
 - A table with the ``v2Checkpoint`` writer feature gets a V2 checkpoint named
-  ``<v>.checkpoint.<uuid>.parquet`` with its ``checkpointMetadata`` row, all actions inline (no
-  sidecars: a single-file V2 checkpoint is valid); any other a classic
-  ``<v>.checkpoint.parquet``. Never multi-part.
+  ``<v>.checkpoint.<uuid>.parquet`` with its ``checkpointMetadata`` row; any other a classic
+  ``<v>.checkpoint.parquet``. Never multi-part. A V2 checkpoint of up to
+  :data:`SIDECAR_THRESHOLD` file actions holds them inline; a larger one puts them in sidecars,
+  ``_delta_log/_sidecars/<uuid>.parquet`` of up to :data:`SIDECAR_ACTIONS` each (readers fetch
+  them in parallel), and the top-level file holds the other actions and one ``sidecar`` row per
+  sidecar. The sidecars are uploaded first: the top-level file is the commit point, and the
+  sidecars of a run that stops before it are unreferenced, deleted by a later log cleanup.
 - Memory stays bounded: the live files and tombstones become rows straight from the snapshot's
   Arrow columns, :data:`BATCH_ACTIONS` rows at a time, each batch one Parquet row group, never
   an object per file; in a worker thread writing a local temp file, then uploaded.
 - Never over someone else's: a version whose listing shows a checkpoint (any kind) is left
-  alone, and the upload is a put-if-absent up to :data:`PUT_LIMIT` bytes. A larger file streams
-  through the store's writer, whose completion replaces atomically: only another engine's
-  checkpoint of the same version, written in the same instant, could be replaced, by one of
-  the same content.
+  alone, and each upload (sidecar or checkpoint) is a put-if-absent up to :data:`PUT_LIMIT`
+  bytes. A larger file streams through the store's writer, whose completion replaces
+  atomically: only another engine's checkpoint of the same version, written in the same
+  instant, could be replaced, by one of the same content (a sidecar's name is new).
 - ``_last_checkpoint`` is written after the checkpoint, and only when it would move forward.
 - :func:`checkpoint_and_clean` writes a checkpoint and, when it wrote one, cleans up the
   expired log (:mod:`rlcd.delta._log_cleanup`): every caller (the CLI, the daemon, the hook)
@@ -53,12 +57,12 @@ from rlcd.delta._checkpoint_rows import (
 )
 from rlcd.delta._last_checkpoint import last_checkpoint_document
 from rlcd.delta._log_cleanup import LogCleaned, clean_expired_log
-from rlcd.delta.actions import Action, Metadata
+from rlcd.delta.actions import Action, Metadata, Sidecar
 from rlcd.delta.intervals import parse_interval
 from rlcd.delta.load import _last_checkpoint_version, list_log, table_config
-from rlcd.delta.log_path import LAST_CHECKPOINT, LOG_DIR
+from rlcd.delta.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR
 from rlcd.delta.replay import Snapshot, replay
-from rlcd.errors import CorruptLogError
+from rlcd.errors import CorruptLogError, StorageError
 from rlcd.storage.base import ObjectStore, Written
 
 __all__ = (
@@ -85,6 +89,11 @@ BATCH_ACTIONS: Final = 10_000
 ``stats_parsed`` values are the only Python values made per file)."""
 PUT_LIMIT: Final = 64 * 1024 * 1024
 """Checkpoints up to this size are uploaded by one put-if-absent."""
+SIDECAR_THRESHOLD: Final = 100_000
+"""A V2 checkpoint of more file actions (live files and kept tombstones) than this puts them in
+sidecars: readers fetch those in parallel, and the top-level file stays small."""
+SIDECAR_ACTIONS: Final = 1_000_000
+"""File actions per sidecar at most."""
 _CHUNK: Final = 8 * 1024 * 1024
 
 _log = structlog.get_logger(__name__)
@@ -93,13 +102,15 @@ _log = structlog.get_logger(__name__)
 @dataclass(frozen=True, slots=True)
 class CheckpointWritten:
     """rlcd wrote the checkpoint of ``version`` at ``key``: ``actions`` rows (the hint's
-    ``size``), ``add_files`` of them live files, ``size_in_bytes`` of Parquet."""
+    ``size``), ``add_files`` of them live files, ``size_in_bytes`` of Parquet, its
+    ``sidecars`` (their keys) included."""
 
     version: int
     key: str
     actions: int
     add_files: int
     size_in_bytes: int
+    sidecars: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +144,9 @@ def checkpoint_due(version: int, configuration: Any) -> bool:
     return version > 0 and version % checkpoint_interval(configuration) == 0
 
 
-def _other_actions(snapshot: Snapshot, *, v2: bool) -> Iterator[Action | int]:
+def _other_actions(
+    snapshot: Snapshot, *, v2: bool, sidecars: Sequence[Sidecar] = ()
+) -> Iterator[Action | int]:
     """The snapshot's actions other than files; the int is V2's ``checkpointMetadata`` row."""
     yield snapshot.protocol
     yield snapshot.metadata
@@ -141,34 +154,58 @@ def _other_actions(snapshot: Snapshot, *, v2: bool) -> Iterator[Action | int]:
     yield from snapshot.domains.values()
     if v2:
         yield snapshot.version
+    yield from sidecars
 
 
-def _batches(
-    snapshot: Snapshot, layout: CheckpointLayout, cutoff_ms: int
+@dataclass(frozen=True, slots=True)
+class _FileActions:
+    """A checkpoint's file actions, in order: the snapshot's live files, then its tombstones at
+    the ``kept`` indices (those not yet expired)."""
+
+    snapshot: Snapshot
+    kept: pa.Array
+
+    def __len__(self) -> int:
+        return self.snapshot.num_files + len(self.kept)
+
+    def batches(self, layout: CheckpointLayout, start: int, stop: int) -> Iterator[pa.RecordBatch]:
+        """Rows ``start``..``stop`` of them, one batch per row group, :data:`BATCH_ACTIONS` rows
+        of the snapshot's columns at a time (never an object per file)."""
+        adds = self.snapshot.adds
+        n = adds.num_rows
+        for lo in range(start, min(stop, n), BATCH_ACTIONS):
+            yield add_rows(adds.slice(lo, min(BATCH_ACTIONS, stop - lo)), layout)
+        tombstones = self.snapshot.tombstone_rows
+        for lo in range(max(start, n), stop, BATCH_ACTIONS):
+            rows = self.kept.slice(lo - n, min(BATCH_ACTIONS, stop - lo))
+            yield remove_rows(tombstones.take(rows), layout)
+
+
+def _file_actions(snapshot: Snapshot, cutoff_ms: int) -> _FileActions:
+    when = pc.fill_null(snapshot.tombstone_rows["deletion_timestamp"], 0)
+    return _FileActions(snapshot, pc.indices_nonzero(pc.greater(when, cutoff_ms)))
+
+
+def _top_level(
+    files: _FileActions, layout: CheckpointLayout, sidecars: Sequence[Sidecar], *, inline: bool
 ) -> Iterator[pa.RecordBatch]:
-    """The checkpoint's rows, one batch per row group: the other actions, then the live files and
-    the tombstones not yet expired, :data:`BATCH_ACTIONS` rows of the snapshot's columns at a
-    time (never an object per file)."""
-    yield other_rows(_other_actions(snapshot, v2=layout.v2), layout)
-    adds = snapshot.adds
-    for start in range(0, adds.num_rows, BATCH_ACTIONS):
-        yield add_rows(adds.slice(start, BATCH_ACTIONS), layout)
-    tombstones = snapshot.tombstone_rows
-    when = pc.fill_null(tombstones["deletion_timestamp"], 0)
-    kept = pc.indices_nonzero(pc.greater(when, cutoff_ms))
-    for start in range(0, len(kept), BATCH_ACTIONS):
-        yield remove_rows(tombstones.take(kept.slice(start, BATCH_ACTIONS)), layout)
+    """The top-level file's rows: the other actions (with the sidecars), then the file actions
+    if ``inline``."""
+    snapshot = files.snapshot
+    yield other_rows(_other_actions(snapshot, v2=layout.v2, sidecars=sidecars), layout)
+    if inline:
+        yield from files.batches(layout, 0, len(files))
 
 
 def _write_parquet(
-    path: Path, layout: CheckpointLayout, batches: Iterator[pa.RecordBatch]
+    path: Path, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> tuple[int, int]:
-    """Write the checkpoint file (in a worker thread), a row group per batch; its rows and
-    bytes."""
+    """Write a checkpoint or sidecar file (in a worker thread), a row group per batch (only
+    ``schema``'s columns of it); its rows and bytes."""
     count = 0
-    with pq.ParquetWriter(path, layout.schema, compression="snappy") as writer:
+    with pq.ParquetWriter(path, schema, compression="snappy") as writer:
         for batch in batches:
-            writer.write_batch(batch)
+            writer.write_batch(batch.select(schema.names))
             count += batch.num_rows
     return count, path.stat().st_size
 
@@ -186,12 +223,59 @@ async def _publish(store: ObjectStore, key: str, path: Path, size: int, put_limi
     return True
 
 
+async def _write_file(
+    path: Path,
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    snapshot: Snapshot,
+    key: str,
+) -> tuple[int, int]:
+    """:func:`_write_parquet` in a worker thread; a row that cannot be written is a corrupt
+    log, the file to be named."""
+    try:
+        return await anyio.to_thread.run_sync(_write_parquet, path, schema, batches)
+    except (ValueError, pa.ArrowException) as exc:
+        raise CorruptLogError(
+            f"cannot checkpoint: {exc}", table=snapshot.table, version=snapshot.version, path=key
+        ) from exc
+
+
+async def _write_sidecars(
+    store: ObjectStore,
+    files: _FileActions,
+    layout: CheckpointLayout,
+    tmp: Path,
+    *,
+    per_sidecar: int,
+    put_limit: int,
+) -> list[Sidecar]:
+    """Upload the file actions as sidecars of up to ``per_sidecar`` rows, one at a time through
+    one local file; their ``sidecar`` actions."""
+    sidecars = []
+    path = tmp / "sidecar.parquet"
+    for start in range(0, len(files), per_sidecar):
+        name = f"{uuid.uuid4()}.parquet"
+        key = f"{SIDECAR_DIR}/{name}"
+        batches = files.batches(layout, start, min(start + per_sidecar, len(files)))
+        _, size = await _write_file(
+            path, layout.sidecar_schema, batches, snapshot=files.snapshot, key=key
+        )
+        if not await _publish(store, key, path, size, put_limit):
+            raise StorageError("a new sidecar's key is taken", operation="put", key=key)
+        stored = await store.head(key)
+        sidecars.append(Sidecar(name, size, stored.last_modified_ms))
+    return sidecars
+
+
 async def write_checkpoint(
     store: ObjectStore,
     snapshot: Snapshot,
     *,
     now_ms: int | None = None,
     put_limit: int = PUT_LIMIT,
+    sidecar_threshold: int = SIDECAR_THRESHOLD,
+    sidecar_actions: int = SIDECAR_ACTIONS,
 ) -> CheckpointWritten | CheckpointExists:
     """Write the checkpoint of ``snapshot`` (its version must be in the log), then
     ``_last_checkpoint``.
@@ -199,6 +283,8 @@ async def write_checkpoint(
     Args:
         now_ms: the clock tombstone expiry counts from (default: now).
         put_limit: the largest file uploaded by one put-if-absent.
+        sidecar_threshold: a V2 checkpoint of more file actions puts them in sidecars.
+        sidecar_actions: the most file actions in one sidecar.
 
     Raises:
         UnsupportedFeatureError: rlcd cannot write this table.
@@ -219,25 +305,37 @@ async def write_checkpoint(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     try:
         retention = parse_interval(config.properties.get(RETENTION_KEY, DEFAULT_RETENTION))
-        layout = checkpoint_layout(snapshot.metadata, v2=v2)
+        files = _file_actions(snapshot, now - retention)
+        in_sidecars = v2 and len(files) > sidecar_threshold
+        layout = checkpoint_layout(snapshot.metadata, v2=v2, sidecars=in_sidecars)
     except (ValueError, KeyError) as exc:
         raise CorruptLogError(f"cannot checkpoint: {exc}", table=table, version=version) from exc
-    batches = _batches(snapshot, layout, now - retention)
+    sidecars: list[Sidecar] = []
     with tempfile.TemporaryDirectory(prefix="rlcd-checkpoint-") as tmp:
+        if in_sidecars:
+            sidecars = await _write_sidecars(
+                store, files, layout, Path(tmp), per_sidecar=sidecar_actions, put_limit=put_limit
+            )
         path = Path(tmp) / "checkpoint.parquet"
-        try:
-            count, size = await anyio.to_thread.run_sync(_write_parquet, path, layout, batches)
-        except (ValueError, pa.ArrowException) as exc:
-            raise CorruptLogError(
-                f"cannot checkpoint: {exc}", table=table, version=version, path=key
-            ) from exc
+        batches = _top_level(files, layout, sidecars, inline=not in_sidecars)
+        count, size = await _write_file(path, layout.schema, batches, snapshot=snapshot, key=key)
         if not await _publish(store, key, path, size, put_limit):
             return CheckpointExists(version, key)
-    written = CheckpointWritten(version, key, count, snapshot.num_files, size)
+    written = CheckpointWritten(
+        version,
+        key,
+        count + (len(files) if in_sidecars else 0),
+        snapshot.num_files,
+        size + sum(s.size_in_bytes or 0 for s in sidecars),
+        tuple(f"{SIDECAR_DIR}/{s.path}" for s in sidecars),
+    )
     hinted = await _last_checkpoint_version(store)
     if hinted is None or hinted < version:
         document = last_checkpoint_document(
-            version=version, size=count, size_in_bytes=size, num_of_add_files=written.add_files
+            version=version,
+            size=written.actions,
+            size_in_bytes=written.size_in_bytes,
+            num_of_add_files=written.add_files,
         )
         await store.put(LAST_CHECKPOINT, document)
     return written
@@ -274,6 +372,7 @@ async def checkpoint_and_clean(
         path=result.key,
         actions=result.actions,
         bytes=result.size_in_bytes,
+        sidecars=len(result.sidecars),
     )
     cleaned = await clean_expired_log(store, snapshot, now_ms=now)
     if cleaned is not None:

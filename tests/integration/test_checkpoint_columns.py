@@ -289,10 +289,16 @@ def _remove_row(remove: RemoveFile) -> dict[str, Any]:
     }
 
 
+def _writer_rows(snapshot: Snapshot, layout: CheckpointLayout, cutoff_ms: int) -> pa.Table:
+    """The rows the writer puts in a checkpoint with every action inline."""
+    files = checkpoint_writer._file_actions(snapshot, cutoff_ms)
+    return pa.Table.from_batches(list(checkpoint_writer._top_level(files, layout, (), inline=True)))
+
+
 def _assert_rows_equal(snapshot: Snapshot, v2: bool, cutoff_ms: int) -> None:
     layout = checkpoint_layout(snapshot.metadata, v2=v2)
     expected = _object_rows(snapshot, layout, cutoff_ms)
-    got = pa.Table.from_batches(list(checkpoint_writer._batches(snapshot, layout, cutoff_ms)))
+    got = _writer_rows(snapshot, layout, cutoff_ms)
     assert got.schema == expected.schema
     assert got.num_rows == expected.num_rows
     for i, (mine, theirs) in enumerate(zip(got.to_pylist(), expected.to_pylist(), strict=True)):
@@ -388,4 +394,4 @@ def test_malformed_rows_are_refused_naming_the_file(case: str) -> None:
     with pytest.raises(ValueError, match=r"deletionVector|partition value"):
         _object_rows(snapshot, layout, 0)
     with pytest.raises(ValueError, match=r"part-0000\d\.parquet"):
-        list(checkpoint_writer._batches(snapshot, layout, 0))
+        _writer_rows(snapshot, layout, 0)

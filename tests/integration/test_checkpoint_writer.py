@@ -26,7 +26,7 @@ from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta import checkpoint_writer
 from rlcd.delta._last_checkpoint import json_checksum
-from rlcd.delta.actions import CommitInfo, Metadata
+from rlcd.delta.actions import CommitInfo, Metadata, Protocol
 from rlcd.delta.checkpoint_writer import (
     PUT_LIMIT,
     CheckpointExists,
@@ -34,7 +34,7 @@ from rlcd.delta.checkpoint_writer import (
     write_checkpoint,
 )
 from rlcd.delta.load import load_snapshot
-from rlcd.delta.log_path import LogPath
+from rlcd.delta.log_path import SIDECAR_DIR, LogPath
 from rlcd.delta.replay import Snapshot
 from rlcd.delta.write import write_commit
 from rlcd.operations._dv_writer import delete_rows
@@ -106,10 +106,22 @@ def _drop_history(path: Path, version: int) -> None:
             file.unlink()
 
 
-async def _set_properties(path: Path, properties: dict[str, str]) -> None:
-    """Commit a metaData change adding ``properties``, as another engine would."""
+async def _set_properties(
+    path: Path, properties: dict[str, str], *, features: tuple[str, ...] = ()
+) -> None:
+    """Commit a metaData change adding ``properties`` (and a protocol with the reader-writer
+    ``features`` added), as another engine would."""
     async with LocalStore(path) as store:
         snap = await load_snapshot(store)
+        protocol = snap.protocol
+        upgrade = [
+            Protocol(
+                min_reader_version=3,
+                min_writer_version=7,
+                reader_features=[*(protocol.reader_features or ()), *features],
+                writer_features=[*(protocol.writer_features or ()), *features],
+            )
+        ]
         metadata = Metadata(
             id=snap.metadata.id,
             name=snap.metadata.name,
@@ -121,12 +133,15 @@ async def _set_properties(path: Path, properties: dict[str, str]) -> None:
             created_time=snap.metadata.created_time,
         )
         info = CommitInfo(timestamp=1, operation="SET TBLPROPERTIES", txn_id=str(uuid.uuid4()))
-        await write_commit(store, snap.version + 1, [info, metadata])
+        await write_commit(
+            store, snap.version + 1, [info, *(upgrade if features else ()), metadata]
+        )
 
 
-async def _checkpoint_and_judge(path: Path) -> CheckpointWritten:
-    """Checkpoint the latest version, drop the history, and compare every reader's view
-    (the stats text is rebuilt from ``stats_parsed`` when the table keeps no JSON stats)."""
+async def _checkpoint_and_judge(path: Path, **kw: Any) -> CheckpointWritten:
+    """Checkpoint the latest version (``kw``: :func:`write_checkpoint`'s), drop the history,
+    and compare every reader's view (the stats text is rebuilt from ``stats_parsed`` when the
+    table keeps no JSON stats)."""
     table = await _load(path)
     stats = table.metadata.configuration.get("delta.checkpoint.writeStatsAsJson") != "false"
     before = _essence(table, stats=stats)
@@ -134,12 +149,13 @@ async def _checkpoint_and_judge(path: Path) -> CheckpointWritten:
     rows = delta_rs_rows(path)
     async with LocalStore(path) as store:
         snap = await load_snapshot(store)
-        written = await write_checkpoint(store, snap)
+        written = await write_checkpoint(store, snap, **kw)
     assert isinstance(written, CheckpointWritten)
     _drop_history(path, written.version)
     hint = json.loads((path / "_delta_log" / "_last_checkpoint").read_bytes())
     assert hint["version"] == written.version
     assert hint["size"] == written.actions
+    assert hint["sizeInBytes"] == written.size_in_bytes
     assert hint["numOfAddFiles"] == len(before["files"])
     assert hint["checksum"] == json_checksum(hint)
     assert _essence(await _load(path), stats=stats) == before
@@ -160,6 +176,61 @@ async def test_fixture_read_from_rlcd_checkpoint(copy_fixture: Any, name: str) -
     assert (".checkpoint.parquet" not in written.key) == v2
     checkpoint = pq.read_table(path / written.key)
     assert ("checkpointMetadata" in checkpoint.column_names) == v2
+
+
+@pytest.mark.parametrize(
+    ("name", "properties", "features"),
+    [
+        ("v2-checkpoint-parquet", {}, ()),
+        ("v2-checkpoint-json", STRUCT_STATS, ()),
+        ("dv-with-columnmapping", STRUCT_STATS, ("v2Checkpoint",)),
+        ("basic-dv-with-checkpoint", {}, ("v2Checkpoint",)),
+        ("data-reader-partition-values", STRUCT_ONLY, ("v2Checkpoint",)),
+    ],
+)
+async def test_v2_checkpoint_in_sidecars(
+    copy_fixture: Any, name: str, properties: dict[str, str], features: tuple[str, ...]
+) -> None:
+    """Past the threshold a V2 checkpoint puts its live files and tombstones in sidecars of at
+    most ``sidecar_actions`` each (a sidecar may hold both); the top-level file holds the other
+    actions and one ``sidecar`` row each, and every reader reads the table from it alone."""
+    path = copy_fixture(name)
+    await _set_properties(path, properties, features=features)
+    snap = await _load(path)
+    written = await _checkpoint_and_judge(path, now_ms=0, sidecar_threshold=0, sidecar_actions=3)
+    files = snap.num_files + snap.tombstone_rows.num_rows  # none expired at now_ms=0
+    assert len(written.sidecars) == -(-files // 3)
+    top = pq.read_table(path / written.key)
+    assert not top.column("add").drop_null() and not top.column("remove").drop_null()
+    rows = [s for s in top.column("sidecar").to_pylist() if s]
+    assert [f"{SIDECAR_DIR}/{s['path']}" for s in rows] == list(written.sidecars)
+    counts = []
+    for row in rows:
+        sidecar = path / SIDECAR_DIR / row["path"]
+        assert row["sizeInBytes"] == sidecar.stat().st_size
+        assert row["modificationTime"] == int(sidecar.stat().st_mtime * 1000)
+        table = pq.read_table(sidecar)
+        assert table.column_names == ["add", "remove"]
+        counts.append(table.num_rows)
+    assert max(counts) <= 3 and sum(counts) == files
+    assert written.actions == top.num_rows + files
+    assert written.size_in_bytes == (path / written.key).stat().st_size + sum(
+        r["sizeInBytes"] for r in rows
+    )
+    kept = (await _load(path)).tombstone_rows["path"].to_pylist()
+    assert sorted(kept) == sorted(snap.tombstone_rows["path"].to_pylist())
+
+
+async def test_v2_checkpoint_inline_up_to_the_threshold(copy_fixture: Any) -> None:
+    """A V2 checkpoint of no more file actions than the threshold holds them inline."""
+    path = copy_fixture("v2-checkpoint-parquet")
+    await _set_properties(path, {})
+    files = (await _load(path)).num_files
+    written = await _checkpoint_and_judge(path, sidecar_threshold=files)
+    assert written.sidecars == ()
+    top = pq.read_table(path / written.key)
+    assert "sidecar" not in top.column_names
+    assert len(top.column("add").drop_null()) == files
 
 
 @pytest.mark.parametrize("properties", [STRUCT_STATS, STRUCT_ONLY], ids=["both", "struct-only"])
@@ -334,19 +405,25 @@ async def test_a_failed_checkpoint_never_fails_the_commit(tmp_path: Path) -> Non
     assert not list((tmp_path / "_delta_log").glob("*.checkpoint*"))
 
 
+@pytest.mark.parametrize("name", ["dv-with-columnmapping", "v2-checkpoint-parquet"])
 @pytest.mark.parametrize("put_limit", [PUT_LIMIT, 0], ids=["put-if-absent", "streamed"])
 async def test_checkpoint_on_s3(
-    tmp_path: Path, s3_bucket: str, moto_endpoint: str, put_limit: int
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, put_limit: int, name: str
 ) -> None:
-    """On S3 (moto) the checkpoint and hint land as on disk, by either upload."""
+    """On S3 (moto) the checkpoint, its sidecars (V2) and the hint land as on disk, by either
+    upload."""
     local = tmp_path / "t"
-    shutil.copytree(fixture_table("dv-with-columnmapping"), local)
+    shutil.copytree(fixture_table(name), local)
+    await _set_properties(local, {})  # a version after the fixture's own checkpoints
     rows = delta_rs_rows(local)
     mirror = S3Mirror(moto_endpoint, s3_bucket)
     uri = mirror.upload(local, "tables/t")
     async with open_store(uri, s3=mirror.config) as store:
-        written = await write_checkpoint(store, await load_snapshot(store), put_limit=put_limit)
+        written = await write_checkpoint(
+            store, await load_snapshot(store), put_limit=put_limit, sidecar_threshold=0
+        )
         assert isinstance(written, CheckpointWritten)
+        assert bool(written.sidecars) == name.startswith("v2-")
         again = await write_checkpoint(store, await load_snapshot(store), put_limit=put_limit)
         assert isinstance(again, CheckpointExists)
     assert mirror.multipart_uploads() == 0

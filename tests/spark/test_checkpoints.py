@@ -6,8 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from rlcd.delta.checkpoint_writer import CheckpointWritten, write_checkpoint
+from rlcd.delta.load import load_snapshot
+from rlcd.storage import LocalStore
 from tests.spark.support import compact, latest_version, log_actions, rlcd, rows
 
 pytestmark = pytest.mark.spark
@@ -38,11 +42,25 @@ def test_end_of_time_timestamps_in_stats_parsed(spark: Any, tmp_path: Path) -> N
     assert stats["numRecords"] == 3
 
 
-@pytest.mark.parametrize("v2", [False, True], ids=["classic", "v2"])
-def test_spark_reads_from_rlcd_checkpoint(spark: Any, tmp_path: Path, v2: bool) -> None:
-    """Spark reads a DV, partitioned, column-mapped table from rlcd's checkpoint with the
-    commits before it deleted: the same rows, COUNT from stats, partition pruning; and then
-    writes its own next checkpoint on top."""
+async def _checkpoint_in_sidecars(path: Path) -> None:
+    """rlcd's V2 checkpoint of the latest version with its file actions in sidecars of three."""
+    async with LocalStore(path) as store:
+        snapshot = await load_snapshot(store)
+        written = await write_checkpoint(store, snapshot, sidecar_threshold=0, sidecar_actions=3)
+    assert isinstance(written, CheckpointWritten) and len(written.sidecars) > 1
+
+
+@pytest.mark.parametrize(
+    ("v2", "sidecars"),
+    [(False, False), (True, False), (True, True)],
+    ids=["classic", "v2", "v2-sidecars"],
+)
+def test_spark_reads_from_rlcd_checkpoint(
+    spark: Any, tmp_path: Path, v2: bool, sidecars: bool
+) -> None:
+    """Spark reads a DV, partitioned, column-mapped table from rlcd's checkpoint (V2: inline,
+    or in sidecars) with the commits before it deleted: the same rows, COUNT from stats,
+    partition pruning; and then writes its own next checkpoint on top."""
     path = tmp_path / "t"
     policy = ", 'delta.checkpointPolicy' = 'v2'" if v2 else ""
     spark.sql(
@@ -61,8 +79,11 @@ def test_spark_reads_from_rlcd_checkpoint(spark: Any, tmp_path: Path, v2: bool) 
     in_a = f"SELECT COUNT(*) AS n FROM delta.`{path}` WHERE part = 'a'"
     before_a = spark.sql(in_a).collect()[0].n
     version = latest_version(path)
-    done = rlcd("checkpoint", str(path))
-    assert done.returncode == 0, done.stdout + done.stderr
+    if sidecars:
+        anyio.run(_checkpoint_in_sidecars, path)
+    else:
+        done = rlcd("checkpoint", str(path))
+        assert done.returncode == 0, done.stdout + done.stderr
     log = path / "_delta_log"
     written = [p for p in log.iterdir() if p.name.startswith(f"{version:020d}.checkpoint.")]
     assert len(written) == 1 and (written[0].name.count(".") == 3) == v2

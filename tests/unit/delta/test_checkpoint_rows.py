@@ -15,7 +15,7 @@ import pytest
 from rlcd.delta._checkpoint_rows import add_rows, checkpoint_layout, other_rows
 from rlcd.delta._columnar import file_actions_of
 from rlcd.delta._last_checkpoint import json_checksum, last_checkpoint_document
-from rlcd.delta.actions import AddFile, CommitInfo, Metadata
+from rlcd.delta.actions import AddFile, CommitInfo, Metadata, Sidecar, parse_action
 from rlcd.delta.checkpoint_writer import checkpoint_due, checkpoint_interval
 from tests.conftest import fixture_table
 
@@ -138,3 +138,22 @@ def test_other_rows_refuse_commit_and_file_actions(action: Any) -> None:
     layout = checkpoint_layout(Metadata(id="t", schema_string=json.dumps(SCHEMA)), v2=False)
     with pytest.raises(ValueError, match=type(action).__name__):
         other_rows([action], layout)
+
+
+def test_sidecar_layout_and_rows() -> None:
+    """A V2 checkpoint with sidecars has Spark's ``sidecar`` column; a sidecar file holds the
+    ``add`` and ``remove`` columns alone; a sidecar row reads back as the action written."""
+    metadata = Metadata(id="t", schema_string=json.dumps(SCHEMA))
+    assert "sidecar" not in checkpoint_layout(metadata, v2=True).schema.names
+    layout = checkpoint_layout(metadata, v2=True, sidecars=True)
+    assert layout.schema.names[-2:] == ["checkpointMetadata", "sidecar"]
+    assert layout.sidecar_schema.names == ["add", "remove"]
+    sidecar = Sidecar("a%20b.parquet", 123, 1_700_000_000_000)
+    (row,) = other_rows([sidecar], layout).to_pylist()
+    assert row["sidecar"] == {
+        "path": "a%20b.parquet",
+        "sizeInBytes": 123,
+        "modificationTime": 1_700_000_000_000,
+        "tags": None,
+    }
+    assert parse_action({"sidecar": sidecar.to_json()}) == sidecar
