@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -16,6 +17,7 @@ from rlcd.compaction.lease import LEASE_KEY, Busy, Lease, LeaseHold, hold_lease,
 from rlcd.delta.names import data_file_name
 from rlcd.errors import NotFoundError
 from rlcd.storage import ObjectStore, open_store
+from rlcd.storage.base import SwapResult, Versioned
 from tests.contract.support import moto_config
 from tests.integration.tables import partitioned
 
@@ -45,6 +47,43 @@ class Clock:
 
     def __call__(self) -> int:
         return self.ms
+
+
+class Stalling:
+    """Delegates to ``inner``; between :meth:`stall` and :meth:`resume` the lease's reads and
+    writes wait: the holder's process paused (a GC pause, a stopped VM), so its background
+    renewal cannot run while the test's clock moves on and another run takes over."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self._inner = inner
+        self._resumed: anyio.Event | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def root(self) -> str:
+        return self._inner.root
+
+    def stall(self) -> None:
+        self._resumed = anyio.Event()
+
+    def resume(self) -> None:
+        if self._resumed is not None:
+            self._resumed.set()
+        self._resumed = None
+
+    async def get_versioned(self, key: str) -> Versioned:
+        await self._running()
+        return await self._inner.get_versioned(key)
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        await self._running()
+        return await self._inner.put_if_match(key, data, etag)
+
+    async def _running(self) -> None:
+        if self._resumed is not None:
+            await self._resumed.wait()
 
 
 async def stored(store: ObjectStore) -> Lease:
@@ -131,11 +170,17 @@ async def test_a_holder_taken_over_stops_renewing_and_leaves_the_new_lease(
     """A run that stalled past its TTL and was taken over notices at its next renewal: it
     stops renewing, and its release leaves the new holder's lease in place."""
     clock = Clock()
-    async with hold_lease(store, owner="stalled", ttl_s=0.03, now_ms=clock) as old:
+    holder = Stalling(store)
+    async with hold_lease(holder, owner="stalled", ttl_s=0.03, now_ms=clock) as old:
         assert isinstance(old, LeaseHold)
-        clock.ms += 60_000  # the stall: the lease expires in everyone's eyes
+        # The stall, with no await between its start and the clock's move: a renewal already
+        # writing carries the old expiry (the take-over then reads again and still takes
+        # over); any other waits, and finds the lease taken once the holder resumes.
+        holder.stall()
+        clock.ms += 60_000  # the lease expires in everyone's eyes
         new = await take_lease(store, owner="new", ttl_s=TTL_S, now_ms=clock)
         assert isinstance(new, LeaseHold)
+        holder.resume()
         for _ in range(3000):  # the background renewal's next tick, within 30 s
             if old.lost:
                 break
