@@ -5,9 +5,9 @@ that never touches ``_rlcd/``."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -24,6 +24,7 @@ from tests.integration.tables import partitioned
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 TTL_S = 60.0
+T = TypeVar("T")
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -84,6 +85,45 @@ class Stalling:
     async def _running(self) -> None:
         if self._resumed is not None:
             await self._resumed.wait()
+
+
+class Wire:
+    """Delegates to ``inner``; each conditional write is a request that takes ``latency_s``
+    to land, in order, and lands even when its caller is cancelled meanwhile, as on a real
+    network. ``sent`` is set once a write is on its way."""
+
+    def __init__(self, inner: ObjectStore, requests: anyio.abc.TaskGroup, latency_s: float) -> None:
+        self._inner = inner
+        self._requests = requests
+        self._latency_s = latency_s
+        self.sent = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def root(self) -> str:
+        return self._inner.root
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        return await self._send(lambda: self._inner.put_if_match(key, data, etag))
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        return await self._send(lambda: self._inner.delete_if_match(key, etag))
+
+    async def _send(self, write: Callable[[], Awaitable[T]]) -> T:
+        landed = anyio.Event()
+        result: list[T] = []
+
+        async def request() -> None:
+            await anyio.sleep(self._latency_s)
+            result.append(await write())
+            landed.set()
+
+        self._requests.start_soon(request)
+        self.sent.set()
+        await landed.wait()
+        return result[0]
 
 
 async def stored(store: ObjectStore) -> Lease:
@@ -188,6 +228,18 @@ async def test_a_holder_taken_over_stops_renewing_and_leaves_the_new_lease(
         assert old.lost
         await old.renew()  # a lost lease is never written again
     assert await stored(store) == new.lease
+
+
+async def test_a_run_ending_mid_renewal_still_releases_its_lease(store: ObjectStore) -> None:
+    """The run ends while a renewal's write is on the wire: the end waits for it, so the
+    release reads the renewed lease and deletes it (a renewal cancelled on our side would land
+    after the release's read, its conditional delete would miss, and the lease would stay)."""
+    async with anyio.create_task_group() as requests:
+        wire = Wire(store, requests, latency_s=0.2)
+        async with hold_lease(wire, owner="run", ttl_s=0.03, now_ms=Clock()) as held:
+            assert isinstance(held, LeaseHold)
+            await wire.sent.wait()
+    assert [m.key async for m in store.list("_rlcd/")] == []
 
 
 async def test_a_lease_renewed_by_its_holder_is_released_by_it(store: ObjectStore) -> None:
