@@ -56,6 +56,8 @@ DEFAULT_LEASE_TTL_S: Final = 60.0
 _TAKE_ATTEMPTS: Final = 3
 """Reads and conditional writes before giving up on a lease that keeps changing hands."""
 _RELEASE_TIMEOUT_S: Final = 10.0
+_RENEW_TIMEOUT_S: Final = 10.0
+"""How long one renewal may take; the end of a run waits for one under way that long."""
 
 
 def owner(command: str) -> str:
@@ -119,14 +121,22 @@ class LeaseHold:
 
     async def keep(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Renew every third of the TTL until cancelled or lost; a renewal that fails is
-        logged and tried again at the next tick."""
+        logged and tried again at the next tick.
+
+        The cancellation waits for a renewal under way (at most :data:`_RENEW_TIMEOUT_S`): a
+        write cut short on our side may still land on the store after the release read the
+        lease, and the release's conditional delete would then miss it and leave the lease to
+        keep other runs off the table until its TTL passes."""
         task_status.started()
         while not self.lost:
             await anyio.sleep(self._ttl_ms / 3000)
-            try:
-                await self.renew()
-            except StorageError as exc:
-                log.warning("lease_renew_failed", table=self._store.root, error=str(exc))
+            with anyio.move_on_after(_RENEW_TIMEOUT_S, shield=True) as scope:
+                try:
+                    await self.renew()
+                except StorageError as exc:
+                    log.warning("lease_renew_failed", table=self._store.root, error=str(exc))
+            if scope.cancelled_caught:
+                log.warning("lease_renew_failed", table=self._store.root, error="timed out")
 
     def _step(self, current: Versioned | None) -> Step:
         found = None if current is None else current.data

@@ -5,8 +5,9 @@ that never touches ``_rlcd/``."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -16,12 +17,14 @@ from rlcd.compaction.lease import LEASE_KEY, Busy, Lease, LeaseHold, hold_lease,
 from rlcd.delta.names import data_file_name
 from rlcd.errors import NotFoundError
 from rlcd.storage import ObjectStore, open_store
+from rlcd.storage.base import SwapResult, Versioned
 from tests.contract.support import moto_config
 from tests.integration.tables import partitioned
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 TTL_S = 60.0
+T = TypeVar("T")
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -45,6 +48,82 @@ class Clock:
 
     def __call__(self) -> int:
         return self.ms
+
+
+class Stalling:
+    """Delegates to ``inner``; between :meth:`stall` and :meth:`resume` the lease's reads and
+    writes wait: the holder's process paused (a GC pause, a stopped VM), so its background
+    renewal cannot run while the test's clock moves on and another run takes over."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self._inner = inner
+        self._resumed: anyio.Event | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def root(self) -> str:
+        return self._inner.root
+
+    def stall(self) -> None:
+        self._resumed = anyio.Event()
+
+    def resume(self) -> None:
+        if self._resumed is not None:
+            self._resumed.set()
+        self._resumed = None
+
+    async def get_versioned(self, key: str) -> Versioned:
+        await self._running()
+        return await self._inner.get_versioned(key)
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        await self._running()
+        return await self._inner.put_if_match(key, data, etag)
+
+    async def _running(self) -> None:
+        if self._resumed is not None:
+            await self._resumed.wait()
+
+
+class Wire:
+    """Delegates to ``inner``; each conditional write is a request that takes ``latency_s``
+    to land, in order, and lands even when its caller is cancelled meanwhile, as on a real
+    network. ``sent`` is set once a write is on its way."""
+
+    def __init__(self, inner: ObjectStore, requests: anyio.abc.TaskGroup, latency_s: float) -> None:
+        self._inner = inner
+        self._requests = requests
+        self._latency_s = latency_s
+        self.sent = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def root(self) -> str:
+        return self._inner.root
+
+    async def put_if_match(self, key: str, data: bytes, etag: str) -> SwapResult:
+        return await self._send(lambda: self._inner.put_if_match(key, data, etag))
+
+    async def delete_if_match(self, key: str, etag: str) -> bool:
+        return await self._send(lambda: self._inner.delete_if_match(key, etag))
+
+    async def _send(self, write: Callable[[], Awaitable[T]]) -> T:
+        landed = anyio.Event()
+        result: list[T] = []
+
+        async def request() -> None:
+            await anyio.sleep(self._latency_s)
+            result.append(await write())
+            landed.set()
+
+        self._requests.start_soon(request)
+        self.sent.set()
+        await landed.wait()
+        return result[0]
 
 
 async def stored(store: ObjectStore) -> Lease:
@@ -131,11 +210,17 @@ async def test_a_holder_taken_over_stops_renewing_and_leaves_the_new_lease(
     """A run that stalled past its TTL and was taken over notices at its next renewal: it
     stops renewing, and its release leaves the new holder's lease in place."""
     clock = Clock()
-    async with hold_lease(store, owner="stalled", ttl_s=0.03, now_ms=clock) as old:
+    holder = Stalling(store)
+    async with hold_lease(holder, owner="stalled", ttl_s=0.03, now_ms=clock) as old:
         assert isinstance(old, LeaseHold)
-        clock.ms += 60_000  # the stall: the lease expires in everyone's eyes
+        # The stall, with no await between its start and the clock's move: a renewal already
+        # writing carries the old expiry (the take-over then reads again and still takes
+        # over); any other waits, and finds the lease taken once the holder resumes.
+        holder.stall()
+        clock.ms += 60_000  # the lease expires in everyone's eyes
         new = await take_lease(store, owner="new", ttl_s=TTL_S, now_ms=clock)
         assert isinstance(new, LeaseHold)
+        holder.resume()
         for _ in range(3000):  # the background renewal's next tick, within 30 s
             if old.lost:
                 break
@@ -143,6 +228,18 @@ async def test_a_holder_taken_over_stops_renewing_and_leaves_the_new_lease(
         assert old.lost
         await old.renew()  # a lost lease is never written again
     assert await stored(store) == new.lease
+
+
+async def test_a_run_ending_mid_renewal_still_releases_its_lease(store: ObjectStore) -> None:
+    """The run ends while a renewal's write is on the wire: the end waits for it, so the
+    release reads the renewed lease and deletes it (a renewal cancelled on our side would land
+    after the release's read, its conditional delete would miss, and the lease would stay)."""
+    async with anyio.create_task_group() as requests:
+        wire = Wire(store, requests, latency_s=0.2)
+        async with hold_lease(wire, owner="run", ttl_s=0.03, now_ms=Clock()) as held:
+            assert isinstance(held, LeaseHold)
+            await wire.sent.wait()
+    assert [m.key async for m in store.list("_rlcd/")] == []
 
 
 async def test_a_lease_renewed_by_its_holder_is_released_by_it(store: ObjectStore) -> None:
