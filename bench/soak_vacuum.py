@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from s3env import LatencyProxy
 
 from rlcd.cli.daemon_demo import (
+    DEMO_CONFIG,
     DEMO_TABLES,
     DaemonProcess,
     TableSpec,
@@ -65,29 +66,7 @@ from rlcd.errors import NotFoundError
 from rlcd.operations.vacuum import parse_retain
 from rlcd.storage import open_store
 
-CONFIG = """
-[daemon]
-poll_interval = "1s"
-shutdown_grace = "10s"
-[s3]
-endpoint_url = "{endpoint}"
-region = "us-east-1"
-addressing_style = "path"
-[log]
-format = "json"
-[metrics]
-listen = ""
-[policy]
-target_file_size = "8MiB"
-min_small_files = 4
-min_interval = "2s"
-min_file_age = "0s"
-vacuum = true
-vacuum_interval = "30s"
-[[discover]]
-prefix = "s3://{bucket}/tables"
-interval = "5s"
-"""
+CONFIG = DEMO_CONFIG.replace("[[discover]]", 'vacuum = true\nvacuum_interval = "30s"\n[[discover]]')
 
 KILL_LATENCY_MS = 300.0
 """The delay the proxy adds to each request of the vacuum that is killed: room to see its
