@@ -7,6 +7,7 @@ a real run leaves storage holding only what the live version reads, with every r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from rlcd.delta.load import load_snapshot
 from rlcd.delta.log_path import commit_name
 from rlcd.delta.partitions import object_key
 from rlcd.delta.replay import Snapshot
+from rlcd.delta.write import write_commit
 from rlcd.errors import ConfigError, StorageError, UnsupportedFeatureError
 from rlcd.operations import vacuum as vacuum_module
 from rlcd.operations.vacuum import VacuumMode, vacuum_table
@@ -164,6 +166,25 @@ async def test_vacuum_keeps_every_row_and_only_live_files(
     history = [h["operation"] for h in deltalake.DeltaTable(str(table.view())).history(2)]
     assert history == ["VACUUM END", "VACUUM START"]
     assert again.files == () and again.start_version is None
+
+
+async def test_the_checkpoints_after_its_commits_are_reported(
+    make: Callable[..., RaceTable],
+) -> None:
+    """With ``delta.checkpointInterval`` 1, VACUUM START and END are each followed by their
+    checkpoint, which the report names (the daemon counts them); the table reads the same."""
+    table, expected = await _compacted(make)
+    async with table.store() as store:
+        snapshot = await load_snapshot(store)
+        interval = {**snapshot.metadata.configuration, "delta.checkpointInterval": "1"}
+        metadata = dataclasses.replace(snapshot.metadata, configuration=interval)
+        await write_commit(store, snapshot.version + 1, [metadata])
+        report = await vacuum_table(store, mode="lite", retain_ms=0, allow_short_retention=True)
+        keys = {m.key async for m in store.list("_delta_log/")}
+    assert report.start_version is not None and report.end_version is not None
+    assert report.checkpoints == (report.start_version, report.end_version)
+    assert {f"_delta_log/{v:020d}.checkpoint.parquet" for v in report.checkpoints} <= keys
+    await judge(table, expected)
 
 
 async def test_the_tables_retention_protects_recent_tombstones(
