@@ -40,6 +40,7 @@ from rlcd.compaction.rewrite import (
 )
 from rlcd.compaction.source import ReadOptions
 from rlcd.delta.actions import AddFile
+from rlcd.delta.checkpoint_writer import CheckpointWritten
 from rlcd.delta.coordination import external_commit_temp, refuse_external_commits
 from rlcd.delta.load import load_snapshot, read_commits_after, table_config
 from rlcd.delta.protocol import TableConfig
@@ -147,6 +148,8 @@ class CompactionReport:
     """Commit puts tried (put-if-absent), the losing ones included."""
     copies: tuple[CopySummary | None, ...] = ()
     """A dry run's copy plan of each planned bin (None: it copies nothing)."""
+    checkpoint: CheckpointWritten | None = None
+    """The checkpoint written after the commit (its version a multiple of the interval)."""
 
     @property
     def superseded(self) -> bool:
@@ -391,6 +394,7 @@ async def compact_table(
         cleanup=cleanup,
         bin_results=outcome.results,
         commit_attempts=outcome.attempts,
+        checkpoint=outcome.checkpoint,
     )
 
 

@@ -942,7 +942,9 @@ class Supervisor:
             files=report.deleted,
             bytes=report.bytes,
         )
-        self.metrics.record_vacuum(t.name, files=report.deleted, nbytes=report.bytes)
+        self.metrics.record_vacuum(
+            t.name, files=report.deleted, nbytes=report.bytes, checkpoints=len(report.checkpoints)
+        )
         log.info(
             "vacuum_done",
             table=t.name,

@@ -487,6 +487,28 @@ async def test_a_lagging_checkpoint_is_written_whoever_committed(tmp_path: Path)
     assert list((lagging / "_rlcd").iterdir()) == []  # the lease was released
 
 
+async def test_the_checkpoint_after_a_compaction_is_counted(tmp_path: Path) -> None:
+    """The compaction's commit lands on version 4, a multiple of the interval (4): the
+    checkpoint written after it in the commit path counts in rlcd_checkpoints_written_total,
+    as the lag checkpoint does (none is owed here: the lag was 3)."""
+    path = tmp_path / "tables" / "t"
+    for i in range(3):
+        append(path, batch(i * 10, 10))
+    deltalake.DeltaTable(str(path)).alter.set_table_properties({"delta.checkpointInterval": "4"})
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    written = [e["version"] for e in logs if e["event"] == "checkpoint_written"]
+    assert written == [4] and live_files(path) == 1
+    assert (path / "_delta_log" / f"{4:020d}.checkpoint.parquet").is_file()
+    table = str(TableUri.parse(str(path)))
+    registry = supervisor.metrics.registry
+    assert registry.get_sample_value("rlcd_checkpoints_written_total", {"table": table}) == 1
+
+
 BUDGET = """
 [daemon]
 poll_interval = "100ms"
