@@ -993,7 +993,7 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
     planned: the re-encode path then reads the file, and reports what is wrong with it. A bin
     whose files are all smaller than ``min_copy_row_group`` holds no row group to copy: its
     footers are not read (a small-file bin costs no request more than before)."""
-    if all(add.size < settings.min_copy_row_group for add in bin_.sources):
+    if bin_.largest_source_bytes < settings.min_copy_row_group:
         return None
     keys = tuple(object_key(store.root, add.path) for add in bin_.sources)
     if any(key is None for key in keys):
