@@ -210,8 +210,8 @@ class Bin:
         raise AttributeError(f"a Bin is immutable: cannot set {name}")
 
     def __repr__(self) -> str:
-        return (
-            f"Bin({self.bin_id}, {self.partition_values!r}, {self.num_sources} sources, "
+        return (  # no id: it hashes the sources' keys, and a report's repr holds every bin
+            f"Bin({self.partition_values!r}, {self.num_sources} sources, "
             f"{self.estimated_bytes} bytes, purges_dvs={self.purges_dvs})"
         )
 

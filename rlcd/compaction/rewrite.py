@@ -101,6 +101,7 @@ __all__ = (
     "RewrittenBin",
     "CopySummary",
     "plan_bin_copy",
+    "may_copy",
     "parquet_writer",
     "handoff_bytes",
     "rewrite_bin",
@@ -830,7 +831,7 @@ async def _rewrite(
     slot: _Slot,
     split: bool,
 ) -> RewrittenBin:
-    if settings.rewrite == "auto":
+    if may_copy(bin_, settings):
         planned = await _copy_plan(store, bin_, settings)
         if planned is not None:
             return await _rewrite_copying(store, bin_, planned.settings, planned)
@@ -1001,6 +1002,13 @@ def _plan(
     return _Planned(plan, keys, tuple(spans), footers, variants[chosen], empties[chosen])
 
 
+def may_copy(bin_: Bin, settings: RewriteSettings) -> bool:
+    """Whether the bin's rewrite may copy a row group, from the plan alone: the copy path is
+    on and some source is at least ``min_copy_row_group`` bytes (a row group's compressed
+    bytes lie within its file). Else its footers are not read."""
+    return settings.rewrite == "auto" and bin_.largest_source_bytes >= settings.min_copy_row_group
+
+
 async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
     """The bin's copy plan from its sources' footers (one ranged GET of each tail), when it
     copies any row group. None when it copies none, or when a footer cannot be read or
@@ -1010,10 +1018,8 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
     compressed bytes lie within its file), so it changes neither whether the bin copies nor
     which variant copies most: the footers of the sources that may copy are read and planned
     first, and the small ones' only when that plan copies (the whole plan needs every
-    source's row groups). A bin of small files reads no footer at all."""
+    source's row groups). A bin of small files is not planned (:func:`may_copy`)."""
     least = settings.min_copy_row_group
-    if bin_.largest_source_bytes < least:
-        return None
     adds = bin_.sources
     keys = tuple(object_key(store.root, add.path) for add in adds)
     if any(key is None for key in keys):
@@ -1058,7 +1064,7 @@ async def plan_bin_copy(
 ) -> CopySummary | None:
     """What the bin's rewrite would copy (reading its sources' footers), or None when it
     would copy nothing (``rewrite = "reencode"``, small files only, or nothing qualifies)."""
-    planned = await _copy_plan(store, bin_, settings) if settings.rewrite == "auto" else None
+    planned = await _copy_plan(store, bin_, settings) if may_copy(bin_, settings) else None
     if planned is None:
         return None
     copied = [c for c in planned.plan.choices if c.copy]
