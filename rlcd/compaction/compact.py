@@ -35,6 +35,7 @@ from rlcd.compaction.rewrite import (
     RewriteSettings,
     RewrittenBin,
     handoff_bytes,
+    may_copy,
     plan_bin_copy,
     rewrite_bin,
 )
@@ -314,7 +315,10 @@ async def compact_table(
         return report
     settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
     if dry_run:
-        copies = await gather(*(plan_bin_copy(store, b, settings) for b in bins))
+        # a task per bin that may copy only: a bin of small files has no copy to plan
+        copies = await gather(
+            *(plan_bin_copy(store, b, settings) if may_copy(b, settings) else None for b in bins)
+        )
         return replace(report, copies=tuple(copies))
     if on_plan is not None:
         on_plan(bins)

@@ -37,7 +37,7 @@ import os
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -71,6 +71,7 @@ from rlcd.compaction.source import (
     fetch_projected,
     fetch_source,
 )
+from rlcd.delta.actions import AddFile
 from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, object_key, partition_dir, partition_scalar
 from rlcd.delta.schema import DataType
@@ -100,6 +101,7 @@ __all__ = (
     "RewrittenBin",
     "CopySummary",
     "plan_bin_copy",
+    "may_copy",
     "parquet_writer",
     "handoff_bytes",
     "rewrite_bin",
@@ -829,7 +831,7 @@ async def _rewrite(
     slot: _Slot,
     split: bool,
 ) -> RewrittenBin:
-    if settings.rewrite == "auto":
+    if may_copy(bin_, settings):
         planned = await _copy_plan(store, bin_, settings)
         if planned is not None:
             return await _rewrite_copying(store, bin_, planned.settings, planned)
@@ -965,15 +967,16 @@ def _variants(bin_: Bin, settings: RewriteSettings) -> list[RewriteSettings]:
     ]
 
 
-def _plan(
-    bin_: Bin, settings: RewriteSettings, keys: tuple[str, ...], spans: list[bytes]
-) -> _Planned | None:
-    """The copy plan under the writer's variant that copies the most source bytes."""
+def _choose(
+    bin_: Bin, settings: RewriteSettings, adds: Sequence[AddFile], spans: Sequence[bytes]
+) -> tuple[int, CopyPlan, list[RewriteSettings], list[bytes]]:
+    """The plan of ``adds`` (some or all of the bin's sources, with their footer spans) under
+    the writer's variant that copies the most source bytes: its index, the plan, the variants
+    and their empty files."""
     variants = _variants(bin_, settings)
     empties = [_empty_file(variant) for variant in variants]
     sources = [
-        Source(span, add.deletion_vector is not None)
-        for span, add in zip(spans, bin_.sources, strict=True)
+        Source(span, add.deletion_vector is not None) for span, add in zip(spans, adds, strict=True)
     ]
     chosen, plan = choose_plan(
         sources,
@@ -981,35 +984,68 @@ def _plan(
         settings.min_copy_row_group,
         codec=_PARQUET_CODECS[settings.codec] if settings.recompress else None,
     )
-    if not any(isinstance(step, Copy) for step in plan.steps):
+    return chosen, plan, variants, empties
+
+
+def _copies(plan: CopyPlan) -> bool:
+    return any(isinstance(step, Copy) for step in plan.steps)
+
+
+def _plan(
+    bin_: Bin, settings: RewriteSettings, keys: tuple[str, ...], spans: list[bytes]
+) -> _Planned | None:
+    """The copy plan under the writer's variant that copies the most source bytes."""
+    chosen, plan, variants, empties = _choose(bin_, settings, bin_.sources, spans)
+    if not _copies(plan):
         return None
     footers = tuple(parse_footer(span) for span in spans)
     return _Planned(plan, keys, tuple(spans), footers, variants[chosen], empties[chosen])
 
 
+def may_copy(bin_: Bin, settings: RewriteSettings) -> bool:
+    """Whether the bin's rewrite may copy a row group, from the plan alone: the copy path is
+    on and some source is at least ``min_copy_row_group`` bytes (a row group's compressed
+    bytes lie within its file). Else its footers are not read."""
+    return settings.rewrite == "auto" and bin_.largest_source_bytes >= settings.min_copy_row_group
+
+
 async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
     """The bin's copy plan from its sources' footers (one ranged GET of each tail), when it
     copies any row group. None when it copies none, or when a footer cannot be read or
-    planned: the re-encode path then reads the file, and reports what is wrong with it. A bin
-    whose files are all smaller than ``min_copy_row_group`` holds no row group to copy: its
-    footers are not read (a small-file bin costs no request more than before)."""
-    if all(add.size < settings.min_copy_row_group for add in bin_.sources):
-        return None
-    keys = tuple(object_key(store.root, add.path) for add in bin_.sources)
+    planned: the re-encode path then reads the file, and reports what is wrong with it.
+
+    A source smaller than ``min_copy_row_group`` holds no row group to copy (a row group's
+    compressed bytes lie within its file), so it changes neither whether the bin copies nor
+    which variant copies most: the footers of the sources that may copy are read and planned
+    first, and the small ones' only when that plan copies (the whole plan needs every
+    source's row groups). A bin of small files is not planned (:func:`may_copy`)."""
+    least = settings.min_copy_row_group
+    adds = bin_.sources
+    keys = tuple(object_key(store.root, add.path) for add in adds)
     if any(key is None for key in keys):
         return None
     found = tuple(key for key in keys if key is not None)
+    big = [i for i, add in enumerate(adds) if add.size >= least]
     try:
-        spans = await gather(
-            *(
-                read_footer(store, key, add.size)
-                for key, add in zip(found, bin_.sources, strict=True)
-            )
-        )
-        return await anyio.to_thread.run_sync(_plan, bin_, settings, found, spans)
+        spans = dict(zip(big, await _footers(store, found, adds, big), strict=True))
+        big_spans, big_adds = [spans[i] for i in big], [adds[i] for i in big]
+        _, plan, _, _ = await anyio.to_thread.run_sync(_choose, bin_, settings, big_adds, big_spans)
+        if not _copies(plan):
+            return None
+        small = [i for i in range(len(adds)) if i not in spans]
+        spans.update(zip(small, await _footers(store, found, adds, small), strict=True))
+        every = [spans[i] for i in range(len(adds))]
+        return await anyio.to_thread.run_sync(_plan, bin_, settings, found, every)
     except (ValueError, NotFoundError, pa.ArrowException, OSError) as exc:
         log.info("copy_plan_skipped", table=settings.table, bin=bin_.bin_id, reason=str(exc))
         return None
+
+
+async def _footers(
+    store: ObjectStore, keys: Sequence[str], adds: Sequence[AddFile], which: Sequence[int]
+) -> list[bytes]:
+    """The footer spans of the sources ``which``, read together."""
+    return await gather(*(read_footer(store, keys[i], adds[i].size) for i in which))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1028,7 +1064,7 @@ async def plan_bin_copy(
 ) -> CopySummary | None:
     """What the bin's rewrite would copy (reading its sources' footers), or None when it
     would copy nothing (``rewrite = "reencode"``, small files only, or nothing qualifies)."""
-    planned = await _copy_plan(store, bin_, settings) if settings.rewrite == "auto" else None
+    planned = await _copy_plan(store, bin_, settings) if may_copy(bin_, settings) else None
     if planned is None:
         return None
     copied = [c for c in planned.plan.choices if c.copy]
