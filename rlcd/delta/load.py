@@ -30,6 +30,7 @@ from rlcd.delta._columnar import (
     projection,
 )
 from rlcd.delta._last_checkpoint import json_checksum
+from rlcd.delta._parquet_ranges import TAIL_GUESS, footer_length, group_ranges, parse_footer
 from rlcd.delta._segment import LogSegment, build_segment
 from rlcd.delta.actions import (
     Action,
@@ -193,20 +194,6 @@ async def read_commits_after(
         commits.append((current, _parse_commit(data, table=table, version=current, key=key)))
 
 
-def _arrow_owned(data: bytes | bytearray) -> pa.Buffer:
-    """A copy of ``data`` in Arrow's memory.
-
-    The reader's threads let go of the buffer they read after the read returns.
-    A buffer over Python bytes then takes the GIL in an Arrow thread to drop its reference;
-    one doing so while the interpreter exits is killed mid-unwind, and the process aborts
-    (``terminate called without an active exception``, exit 134): 3 runs in 100 of a script
-    reading the fixture checkpoints, 0 in 100 with this copy.
-    """
-    buffer = pa.allocate_buffer(len(data))
-    pa.FixedSizeBufferWriter(buffer).write(data)
-    return buffer
-
-
 async def _gather(calls: Sequence[Any]) -> list[Any]:
     """Run zero-argument coroutine functions with bounded concurrency, keeping their order.
 
@@ -239,18 +226,85 @@ are made a batch at a time, so they add a few MiB to a load's peak, not the size
 (up to the whole file): on the bench's 100k-file checkpoint 177 MiB peak RSS at 8,192 rows,
 241 MiB at 65,536, the same CPU. One thread: decoding every column at once held more pages for
 no shorter load."""
+_GET_BYTES = 8 * 1024 * 1024
+"""The most bytes one GET of a checkpoint's ranges fetches: a range's Python bytes are held
+beside the row group's buffer only this much at a time."""
 
 
-def _parse_parquet(buffer: pa.Buffer) -> list[FileActions]:
-    """One checkpoint or sidecar file, read with the replay's column projection, a batch at a
-    time. Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot hold
-    years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions): microseconds can.
-    A batch with adds that have ``stats_parsed`` but no stats text gets its rows of
-    ``add.stats_parsed``, read once for its row group."""
-    file = pq.ParquetFile(pa.BufferReader(buffer), coerce_int96_timestamp_unit="us")
-    columns = projection(file.schema_arrow)
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ParquetLog:
+    """A checkpoint or sidecar Parquet file being read in ranges: its key, size and footer."""
+
+    store: ObjectStore
+    key: str
+    size: int
+    footer: pq.FileMetaData
+
+    async def fetch(self, group: int, columns: Sequence[str]) -> pa.Buffer:
+        """A sparse buffer of the file's bytes up to the last of row group ``group``'s chunks
+        of ``columns``, holding those chunks at their offsets and nothing else.
+
+        It comes from the system allocator, whose big blocks are pages of their own from the
+        kernel (mmap), given back when freed: the pages before and between the chunks are
+        never touched, so they take no memory, and a row group's pages go once it is decoded.
+        Arrow's default pool (mimalloc) keeps freed pages: a load would hold the whole file.
+        The buffer is Arrow's own, not over Python bytes: an Arrow thread letting go of a
+        Python-owned buffer at interpreter exit aborts the process (see pitfalls).
+
+        Raises:
+            ValueError: a chunk lies outside the file, or the file is shorter than it.
+        """
+        ranges = group_ranges(self.footer, group, columns, self.size)
+        buffer = pa.allocate_buffer(
+            ranges[-1][1] if ranges else 0, memory_pool=pa.system_memory_pool()
+        )
+        with memoryview(buffer).cast("B") as view:
+            for start, stop in ranges:
+                for at in range(start, stop, _GET_BYTES):
+                    end = min(stop, at + _GET_BYTES)
+                    view[at:end] = await _get_exact(self.store, self.key, at, end)
+        return buffer
+
+
+async def _get_exact(store: ObjectStore, key: str, start: int, end: int) -> bytes | bytearray:
+    """The bytes ``[start, end)`` of an object that must hold them.
+
+    Raises:
+        ValueError: the object is shorter.
+    """
+    data = await store.get(key, start=start, end=end)
+    if len(data) != end - start:
+        raise ValueError(f"the file holds {len(data)} bytes at {start}, {end - start} expected")
+    return data
+
+
+async def _open_parquet(store: ObjectStore, key: str) -> _ParquetLog:
+    """The file's size and footer, read from its tail.
+
+    Raises:
+        NotFoundError: the file is missing.
+        ValueError: its tail is not a Parquet footer.
+    """
+    size = (await store.head(key)).size
+    tail = await _get_exact(store, key, max(0, size - TAIL_GUESS), size)
+    length = footer_length(tail, size)
+    if length > len(tail):
+        tail = await _get_exact(store, key, size - length, size)
+    footer = await anyio.to_thread.run_sync(parse_footer, tail[len(tail) - length :])
+    return _ParquetLog(store, key, size, footer)
+
+
+def _parse_parquet(log: _ParquetLog) -> list[FileActions]:
+    """One checkpoint or sidecar file, read with the replay's column projection, a row group
+    at a time (its projected chunks fetched, :meth:`_ParquetLog.fetch`), a batch at a time.
+    Runs in a worker thread. Spark writes stats_parsed timestamps as INT96; pyarrow's default
+    nanoseconds cannot hold years outside 1677-2262 (9999-12-31 ends many slowly changing
+    dimensions): microseconds can. A batch with adds that have ``stats_parsed`` but no stats
+    text gets its rows of ``add.stats_parsed``, fetched and read once for its row group."""
+    columns = projection(log.footer.schema.to_arrow_schema())
     parts = []
-    for group in range(file.metadata.num_row_groups):
+    for group in range(log.footer.num_row_groups):
+        file = _row_group_file(log, group, columns)
         batches = file.iter_batches(
             batch_size=_BATCH_ROWS, row_groups=[group], columns=columns, use_threads=False
         )
@@ -260,29 +314,41 @@ def _parse_parquet(buffer: pa.Buffer) -> list[FileActions]:
             stats = None
             if needs_stats_parsed(table):
                 if parsed is None:
-                    parsed = file.read_row_group(group, columns=["add.stats_parsed"])
+                    stats_file = _row_group_file(log, group, ["add.stats_parsed"])
+                    parsed = stats_file.read_row_group(group, columns=["add.stats_parsed"])
                 stats = parsed.slice(offset, table.num_rows)
             parts.append(checkpoint_file_actions(table, stats))
             offset += table.num_rows
+        del file, batches, parsed  # this row group's chunks go before the next one's come
     return parts
+
+
+def _row_group_file(log: _ParquetLog, group: int, columns: Sequence[str]) -> pq.ParquetFile:
+    """The file as pyarrow reads it for row group ``group``'s ``columns``: over their chunks
+    alone, fetched from the worker thread, with the footer already parsed."""
+    buffer = anyio.from_thread.run(log.fetch, group, columns)
+    return pq.ParquetFile(
+        pa.BufferReader(buffer), metadata=log.footer, coerce_int96_timestamp_unit="us"
+    )
 
 
 async def _read_checkpoint_file(
     store: ObjectStore, key: str, fmt: str, *, table: str, version: int
 ) -> list[FileActions]:
-    """A checkpoint file's actions. A Parquet file's bytes are copied into Arrow's memory
-    (:func:`_arrow_owned`) and let go of before it is decoded: a big checkpoint is not held
-    twice."""
+    """A checkpoint file's actions. A Parquet file is read in ranges (:func:`_parse_parquet`):
+    its footer, then the projected chunks of one row group at a time."""
     try:
         if fmt == "json":
             data = await _read_log_file(store, key, "checkpoint", table=table, version=version)
             return [file_actions_of(parse_commit(data))]
-        buffer = _arrow_owned(
-            await _read_log_file(store, key, "checkpoint", table=table, version=version)
-        )
-        parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, buffer)
+        log = await _open_parquet(store, key)
+        parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, log)
         return parts
-    except (ActionError, pa.ArrowException, OSError) as exc:
+    except NotFoundError as exc:
+        raise CorruptLogError(
+            "checkpoint file is missing", table=table, version=version, path=key
+        ) from exc
+    except (ActionError, pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLogError(
             f"unreadable checkpoint: {exc}", table=table, version=version, path=key
         ) from exc
