@@ -42,7 +42,9 @@ that peak RSS counts their pages as read back from disk rather than as ``pip ins
 them (see docs/performance.md).
 
 ``--bin-gib 0.5,2,4`` instead compacts, for each size, one table of that many GiB (of
-``--shape``, one commit) as a single bin with rlcd, and reports its peak RSS per size.
+``--shape``: one commit, or the medium shapes' batch writers' files) as a single bin with each
+rlcd contender of ``--contenders`` (e.g. ``rlcd,rlcd-reencode``: the copy path and the
+re-encode path), and reports its peak RSS per size.
 
 rlcd's modules are byte-compiled first, as a pip install leaves them.
 
@@ -503,13 +505,17 @@ _FILE_BYTES = {
 def memory(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     """Peak RSS of one rlcd bin per bin size (single-commit tables of ``--shape``)."""
     sizes = [float(s) for s in args.bin_gib.split(",")]
+    names = [c for c in args.contenders.split(",") if c.startswith("rlcd")] or ["rlcd"]
     per_file = _FILE_BYTES[args.shape] * args.rows / 50_000
     results: dict[str, Any] = {}
     for gib in sizes:
         table = scratch / f"table-{gib}"
         files = max(1, round(gib * 2**30 / per_file))
         t0 = time.perf_counter()
-        generate_one_commit(table, files, args.rows, args.shape)
+        if args.shape.startswith("medium"):  # batch writers' files, their row groups copied
+            generate(table, files, args.rows, args.shape)
+        else:
+            generate_one_commit(table, files, args.rows, args.shape)
         size = sum(_parquet_sizes(table).values())
         print(
             f"{gib} GiB: {files} files, {size / 2**30:.2f} GiB "
@@ -518,23 +524,26 @@ def memory(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         )
         runner = Local(table, scratch)
         target = int(size * 1.1) + TARGET  # one bin holds the whole table
-        runs = []
-        for _ in range(args.repeat):
-            run = runner.measure("rlcd", target)
-            runs.append(run)
-            print(f"  {_line('rlcd', run)}", flush=True)
-        results[str(gib)] = {
-            "input_bytes": size,
-            "peak_rss_mib": max(r["max_rss_kib"] for r in runs) / 1024,
-            "runs": runs,
-        }
+        results[str(gib)] = {"input_bytes": size}
+        for name in names:
+            runs = []
+            for _ in range(args.repeat):
+                run = runner.measure(name, target)
+                runs.append(run)
+                print(f"  {_line(name, run)}", flush=True)
+            peak = max(r["max_rss_kib"] for r in runs) / 1024
+            results[str(gib)][name] = {"peak_rss_mib": peak, "runs": runs}
         shutil.rmtree(table)
-    first, last = results[str(sizes[0])], results[str(sizes[-1])]
-    growth = last["peak_rss_mib"] / first["peak_rss_mib"] - 1
-    print("\nbin GiB  peak RSS MiB")
+    growth = {}
+    print("\nbin GiB  " + "  ".join(f"{n:>14}" for n in names) + "  (peak RSS MiB)")
     for gib in sizes:
-        print(f"{gib:7.1f}  {results[str(gib)]['peak_rss_mib']:12.0f}")
-    print(f"growth {sizes[0]} -> {sizes[-1]} GiB: {growth * 100:+.1f}% (bar < 20%)")
+        peaks = (results[str(gib)][n]["peak_rss_mib"] for n in names)
+        print(f"{gib:7.1f}  " + "  ".join(f"{p:14.0f}" for p in peaks))
+    for name in names:
+        first, last = (results[str(s)][name]["peak_rss_mib"] for s in (sizes[0], sizes[-1]))
+        growth[name] = last / first - 1
+        change = f"{growth[name] * 100:+.1f}%"
+        print(f"{name}: growth {sizes[0]} -> {sizes[-1]} GiB {change} (bar < 20%)")
     return {"bins": results, "growth": growth}
 
 

@@ -297,6 +297,16 @@ def _table_line(name: str, files: int, size: int, live: int) -> str:
     return f"{name:<8} {files:>6} files {size / 1024:>9.1f} KiB {live:>7} rows"
 
 
+def _change(before: tuple[int, int, int], after: tuple[int, int, int]) -> str:
+    """A table's files, live bytes and rows before the daemon ran and after, on one line (the
+    before figures were printed once already, when the tables were written)."""
+    (files, size, live), (files_after, size_after, live_after) = before, after
+    return (
+        f"{files} -> {count(files_after, 'file')}, "
+        f"{size / 1024:.1f} -> {size_after / 1024:.1f} KiB, {live} -> {live_after} rows"
+    )
+
+
 async def _describe(w: Workload, spec: TableSpec) -> tuple[int, int, int]:
     async with open_store(w.uri(spec), s3=w.s3) as store:
         snapshot = await load_snapshot(store)
@@ -479,8 +489,7 @@ async def run_daemon_demo(
             same = await anyio.to_thread.run_sync(w.check, spec, copy)
             ok = ok and same
             out.write(f"{spec.name}\n")
-            out.write("  before  " + _table_line(spec.name, *before[spec.name]) + "\n")
-            out.write("  after   " + _table_line(spec.name, n, size, live) + "\n")
+            out.write("  table   " + _change(before[spec.name], (n, size, live)) + "\n")
             out.write(
                 f"  storage {_objects(*stored)}; after a vacuum with retention 0 "
                 f"({count(deleted, 'file')} deleted) {_objects(*vacuumed)}\n"

@@ -82,7 +82,7 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
         out.write(
             f"  bin {b.bin_id}  {partition_text(b.partition_values, columns)}: "
             f"{count(len(b.sources), 'file')}, {human_bytes(sum(s.size for s in b.sources))} "
-            f"-> 1 file of about {human_bytes(b.estimated_bytes)}{purge}{copied}\n"
+            f"-> 1 file ({human_bytes(b.estimated_bytes)} of live rows){purge}{copied}\n"
         )
     if not bins:
         out.write("  nothing to compact\n")
