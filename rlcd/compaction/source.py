@@ -142,7 +142,7 @@ async def fetch_projected(
     version: int,
 ) -> FetchedSource:
     """The source with only its ``footer`` (the span already read) and the byte ``ranges``
-    (:func:`rlcd.compaction._projection.chunk_ranges`) fetched, at their offsets in a sparse
+    (:func:`rlcd.parquet.ranges.chunk_ranges`) fetched, at their offsets in a sparse
     local file of the source's size: pyarrow reads the column chunks inside them and nothing
     else, so the holes are never read. Memory holds one ranged GET at a time. The file is
     deleted before this returns, whatever happens: the open file pins it until closed.
