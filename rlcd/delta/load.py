@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -30,7 +30,6 @@ from rlcd.delta._columnar import (
     projection,
 )
 from rlcd.delta._last_checkpoint import json_checksum
-from rlcd.delta._parquet_ranges import TAIL_GUESS, footer_length, group_ranges, parse_footer
 from rlcd.delta._segment import LogSegment, build_segment
 from rlcd.delta.actions import (
     Action,
@@ -54,7 +53,10 @@ from rlcd.delta.partitions import object_key
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, replay_columns
 from rlcd.errors import CorruptLogError, DeletionVectorError, NotFoundError
+from rlcd.parquet.footer import footer_span, parse_footer
+from rlcd.parquet.ranges import chunk_ranges
 from rlcd.storage.base import ObjectMeta, ObjectStore
+from rlcd.storage.sparse import sparse_copy
 
 __all__ = (
     "load_snapshot",
@@ -226,86 +228,22 @@ are made a batch at a time, so they add a few MiB to a load's peak, not the size
 (up to the whole file): on the bench's 100k-file checkpoint 177 MiB peak RSS at 8,192 rows,
 241 MiB at 65,536, the same CPU. One thread: decoding every column at once held more pages for
 no shorter load."""
-_GET_BYTES = 8 * 1024 * 1024
-"""The most bytes one GET of a checkpoint's ranges fetches: a range's Python bytes are held
-beside the row group's buffer only this much at a time."""
+_TAIL_GUESS = 256 * 1024
+"""Bytes of a remote checkpoint's tail fetched first, for its footer: the bench's 100k-file
+checkpoint's footer is 28 KiB, its 1M-file one's 0.3 MiB (a second GET then)."""
+_Fetch = Callable[[int, list[str]], None]
+"""Makes a row group's chunks of some columns readable (a remote file's copy fetches them)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _ParquetLog:
-    """A checkpoint or sidecar Parquet file being read in ranges: its key, size and footer."""
-
-    store: ObjectStore
-    key: str
-    size: int
-    footer: pq.FileMetaData
-
-    async def fetch(self, group: int, columns: Sequence[str]) -> pa.Buffer:
-        """A sparse buffer of the file's bytes up to the last of row group ``group``'s chunks
-        of ``columns``, holding those chunks at their offsets and nothing else.
-
-        It comes from the system allocator, whose big blocks are pages of their own from the
-        kernel (mmap), given back when freed: the pages before and between the chunks are
-        never touched, so they take no memory, and a row group's pages go once it is decoded.
-        Arrow's default pool (mimalloc) keeps freed pages: a load would hold the whole file.
-        The buffer is Arrow's own, not over Python bytes: an Arrow thread letting go of a
-        Python-owned buffer at interpreter exit aborts the process (see pitfalls).
-
-        Raises:
-            ValueError: a chunk lies outside the file, or the file is shorter than it.
-        """
-        ranges = group_ranges(self.footer, group, columns, self.size)
-        buffer = pa.allocate_buffer(
-            ranges[-1][1] if ranges else 0, memory_pool=pa.system_memory_pool()
-        )
-        with memoryview(buffer).cast("B") as view:
-            for start, stop in ranges:
-                for at in range(start, stop, _GET_BYTES):
-                    end = min(stop, at + _GET_BYTES)
-                    view[at:end] = await _get_exact(self.store, self.key, at, end)
-        return buffer
-
-
-async def _get_exact(store: ObjectStore, key: str, start: int, end: int) -> bytes | bytearray:
-    """The bytes ``[start, end)`` of an object that must hold them.
-
-    Raises:
-        ValueError: the object is shorter.
-    """
-    data = await store.get(key, start=start, end=end)
-    if len(data) != end - start:
-        raise ValueError(f"the file holds {len(data)} bytes at {start}, {end - start} expected")
-    return data
-
-
-async def _open_parquet(store: ObjectStore, key: str) -> _ParquetLog:
-    """The file's size and footer, read from its tail.
-
-    Raises:
-        NotFoundError: the file is missing.
-        ValueError: its tail is not a Parquet footer.
-    """
-    size = (await store.head(key)).size
-    tail = await _get_exact(store, key, max(0, size - TAIL_GUESS), size)
-    length = footer_length(tail, size)
-    if length > len(tail):
-        tail = await _get_exact(store, key, size - length, size)
-    footer = await anyio.to_thread.run_sync(parse_footer, tail[len(tail) - length :])
-    return _ParquetLog(store, key, size, footer)
-
-
-def _parse_parquet(log: _ParquetLog) -> list[FileActions]:
-    """One checkpoint or sidecar file, read with the replay's column projection, a row group
-    at a time (its projected chunks fetched, :meth:`_ParquetLog.fetch`), a batch at a time.
-    Runs in a worker thread. Spark writes stats_parsed timestamps as INT96; pyarrow's default
-    nanoseconds cannot hold years outside 1677-2262 (9999-12-31 ends many slowly changing
-    dimensions): microseconds can. A batch with adds that have ``stats_parsed`` but no stats
-    text gets its rows of ``add.stats_parsed``, fetched and read once for its row group."""
-    columns = projection(log.footer.schema.to_arrow_schema())
+def _parse_parquet(reader: pq.ParquetFile, fetch: _Fetch | None) -> list[FileActions]:
+    """One checkpoint or sidecar file, read with the replay's column projection (whose chunks
+    are readable), a batch at a time. Runs in a worker thread. A batch with adds that have
+    ``stats_parsed`` but no stats text gets its rows of ``add.stats_parsed``, read (after
+    ``fetch``) once for its row group."""
+    columns = projection(reader.schema_arrow)
     parts = []
-    for group in range(log.footer.num_row_groups):
-        file = _row_group_file(log, group, columns)
-        batches = file.iter_batches(
+    for group in range(reader.metadata.num_row_groups):
+        batches = reader.iter_batches(
             batch_size=_BATCH_ROWS, row_groups=[group], columns=columns, use_threads=False
         )
         offset, parsed = 0, None
@@ -314,36 +252,118 @@ def _parse_parquet(log: _ParquetLog) -> list[FileActions]:
             stats = None
             if needs_stats_parsed(table):
                 if parsed is None:
-                    stats_file = _row_group_file(log, group, ["add.stats_parsed"])
-                    parsed = stats_file.read_row_group(group, columns=["add.stats_parsed"])
+                    if fetch is not None:
+                        fetch(group, ["add.stats_parsed"])
+                    parsed = reader.read_row_group(group, columns=["add.stats_parsed"])
                 stats = parsed.slice(offset, table.num_rows)
             parts.append(checkpoint_file_actions(table, stats))
             offset += table.num_rows
-        del file, batches, parsed  # this row group's chunks go before the next one's come
     return parts
 
 
-def _row_group_file(log: _ParquetLog, group: int, columns: Sequence[str]) -> pq.ParquetFile:
-    """The file as pyarrow reads it for row group ``group``'s ``columns``: over their chunks
-    alone, fetched from the worker thread, with the footer already parsed."""
-    buffer = anyio.from_thread.run(log.fetch, group, columns)
-    return pq.ParquetFile(
-        pa.BufferReader(buffer), metadata=log.footer, coerce_int96_timestamp_unit="us"
+def _open(file: pa.NativeFile, footer: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    """Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot
+    hold years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions):
+    microseconds can."""
+    return pq.ParquetFile(file, metadata=footer, coerce_int96_timestamp_unit="us")
+
+
+async def _read_local_parquet(path: str) -> list[FileActions]:
+    """A local checkpoint read in place: pyarrow reads its footer and the projected chunks
+    only, and the open file pins the version opened, whoever replaces the file meanwhile.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+    """
+    file = await anyio.to_thread.run_sync(pa.OSFile, path)
+    with file:
+        reader = await anyio.to_thread.run_sync(_open, file)
+        parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, reader, None)
+    return parts
+
+
+async def _read_remote_parquet(store: ObjectStore, key: str, size: int) -> list[FileActions]:
+    """A remote checkpoint's footer, then its projected chunks, into a sparse temp file
+    (:mod:`rlcd.storage.sparse`) read by pyarrow: nothing else is fetched, and memory holds a
+    row group's chunks, not the file. Its GETs are not one atomic read: the caller checks the
+    object did not change meanwhile.
+
+    Raises:
+        NotFoundError: the file is missing.
+        ValueError: its tail is not a Parquet footer, a chunk lies outside it, or it is
+            shorter than a chunk's end.
+    """
+    tail = await store.get(key, start=max(0, size - _TAIL_GUESS), end=size)
+    span = footer_span(tail, size)
+    if span > len(tail):
+        tail = await store.get(key, start=size - span, end=size)
+    footer = await anyio.to_thread.run_sync(parse_footer, tail[len(tail) - span :])
+    async with sparse_copy(store, key, size, prefix="rlcd-checkpoint-") as copy:
+        copy.write(tail, size - len(tail))
+        with pa.OSFile(copy.path) as file:
+            reader = await anyio.to_thread.run_sync(_open, file, footer)
+            columns = projection(reader.schema_arrow)
+            await copy.fetch(chunk_ranges(footer, range(footer.num_row_groups), columns, size))
+
+            def fetch(group: int, names: list[str]) -> None:
+                anyio.from_thread.run(copy.fetch, chunk_ranges(footer, [group], names, size))
+
+            parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, reader, fetch)
+    return parts
+
+
+def _same_version(a: ObjectMeta, b: ObjectMeta) -> bool:
+    """Whether two heads of one object found the same version, as far as they tell."""
+    return (a.size, a.last_modified_ms, a.etag) == (b.size, b.last_modified_ms, b.etag)
+
+
+async def _read_parquet_log(
+    store: ObjectStore, key: str, *, table: str, version: int
+) -> list[FileActions]:
+    """A checkpoint or sidecar Parquet file's actions, read in place on a local store, else in
+    ranges, failing closed: a classic checkpoint may be rewritten by another writer meanwhile,
+    and ranges of two versions would read as garbage, or as wrong actions. The object's head
+    before and after the reads must agree (size, modification time, ETag where the store
+    gives one), else it is read once more; a second change is refused.
+
+    Raises:
+        NotFoundError: the file is missing.
+        CorruptLogError: the file changed during both reads.
+        ValueError, ActionError, pyarrow.ArrowException, OSError: it does not read.
+    """
+    files = store.local_files()
+    if files is not None:
+        try:
+            return await _read_local_parquet(files.local_path(key))
+        except FileNotFoundError as exc:
+            raise NotFoundError(operation="get", key=key) from exc
+    for _ in range(2):
+        before = await store.head(key)
+        try:
+            parts = await _read_remote_parquet(store, key, before.size)
+        except (ActionError, pa.ArrowException, OSError, ValueError):
+            if _same_version(before, await store.head(key)):
+                raise
+            continue
+        if _same_version(before, await store.head(key)):
+            return parts
+    raise CorruptLogError(
+        "checkpoint file changed while it was read, twice: another writer is rewriting it",
+        table=table,
+        version=version,
+        path=key,
     )
 
 
 async def _read_checkpoint_file(
     store: ObjectStore, key: str, fmt: str, *, table: str, version: int
 ) -> list[FileActions]:
-    """A checkpoint file's actions. A Parquet file is read in ranges (:func:`_parse_parquet`):
-    its footer, then the projected chunks of one row group at a time."""
+    """A checkpoint file's actions (a Parquet one's, :func:`_read_parquet_log`)."""
     try:
         if fmt == "json":
             data = await _read_log_file(store, key, "checkpoint", table=table, version=version)
             return [file_actions_of(parse_commit(data))]
-        log = await _open_parquet(store, key)
-        parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, log)
-        return parts
+        return await _read_parquet_log(store, key, table=table, version=version)
     except NotFoundError as exc:
         raise CorruptLogError(
             "checkpoint file is missing", table=table, version=version, path=key
