@@ -4,9 +4,10 @@ A load reads ``_last_checkpoint`` (a hint, checked and ignored when it lies), li
 there, picks the segment (:mod:`rlcd.delta._segment`), reads the checkpoint and commits, and
 replays them (:mod:`rlcd.delta.replay`). Checkpoint and sidecar Parquet files are read with a
 column projection into Arrow tables (:mod:`rlcd.delta._columnar`): the snapshot's files stay
-columns. :func:`update_snapshot` moves a held snapshot forward by reading only the commits after
-it, at a cost in proportion to them. Every parse failure becomes a :class:`CorruptLogError` naming
-the table, version and file.
+columns. Only the projected chunks are read: in place on a local store, else fetched into a
+sparse temp file (:mod:`rlcd.storage.sparse`). :func:`update_snapshot` moves a held snapshot
+forward by reading only the commits after it, at a cost in proportion to them. Every parse
+failure becomes a :class:`CorruptLogError` naming the table, version and file.
 """
 
 from __future__ import annotations
@@ -262,9 +263,9 @@ def _parse_parquet(reader: pq.ParquetFile, fetch: _Fetch | None) -> list[FileAct
 
 
 def _open(file: pa.NativeFile, footer: pq.FileMetaData | None = None) -> pq.ParquetFile:
-    """Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot
-    hold years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions):
-    microseconds can."""
+    """A checkpoint file's reader. Spark writes stats_parsed timestamps as INT96; pyarrow's
+    default nanoseconds cannot hold years outside 1677-2262 (9999-12-31 ends many slowly
+    changing dimensions): microseconds can."""
     return pq.ParquetFile(file, metadata=footer, coerce_int96_timestamp_unit="us")
 
 
