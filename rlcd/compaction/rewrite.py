@@ -60,7 +60,6 @@ from rlcd.compaction._copy import (
     write_local,
     write_streamed,
 )
-from rlcd.compaction._projection import chunk_ranges
 from rlcd.compaction._stats import StatsAccumulator
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import DEFAULT_MIN_COPY_ROW_GROUP, REWRITES
@@ -91,6 +90,7 @@ from rlcd.parquet.copy_plan import (
 from rlcd.parquet.copy_plan import Run as CopyRun
 from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
 from rlcd.parquet.footer import footer_span, parse_footer
+from rlcd.parquet.ranges import chunk_ranges
 from rlcd.parquet.split_writer import SplitWriter
 from rlcd.reconcile.counter import BatchCounter, Run, guard_offsets
 from rlcd.storage.base import FileWriter, ObjectMeta, ObjectStore, ObjectWriter
