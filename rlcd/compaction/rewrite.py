@@ -1054,7 +1054,7 @@ class _Steps:
     stats (its footer's bounds, its :meth:`StatsAccumulator.batch_columns` decoded). Sources
     are fetched one at a time, in order; every source is started in order (its zero-length
     run), also one without row groups. A source none of whose rows is re-encoded is fetched
-    only for those columns, and not at all without any."""
+    only for those columns and its patched ones, and not at all without any."""
 
     def __init__(
         self,
@@ -1069,12 +1069,12 @@ class _Steps:
         self._planned, self._encoder, self._patches = planned, encoder, patches
         self._columns = encoder.stats.batch_columns()
         self._copied_groups: dict[int, list[int]] = {}
-        self._reencoded: set[int] = set()  # sources fetched whole
+        self._patched: dict[int, list[str]] = {}  # a source's patched columns (all its copies')
+        self._reencoded: set[int] = set()
         for step in planned.plan.steps:
-            if isinstance(step, Copy) and not step.patched:
+            if isinstance(step, Copy):
                 self._copied_groups.setdefault(step.source, []).append(step.row_group)
-            elif isinstance(step, Copy):
-                self._reencoded.add(step.source)
+                self._patched[step.source] = self._names(step)
             else:
                 self._reencoded.update(run.source for run in step.runs)
         self._started = 0
@@ -1142,8 +1142,9 @@ class _Steps:
         if index in self._reencoded or self._store.local_files() is not None:
             return await fetch_source(self._store, add, settings.read, version=settings.version)
         try:
+            columns = dict.fromkeys((*self._columns, *self._patched[index]))
             ranges = chunk_ranges(
-                self._planned.footers[index], self._copied_groups[index], self._columns, add.size
+                self._planned.footers[index], self._copied_groups[index], columns, add.size
             )
         except ValueError as exc:
             raise CorruptDataError(
@@ -1163,10 +1164,14 @@ class _Steps:
             inexact = (inexact - set(step.patched)) | {step.patched[i] for i in patched}
         self._encoder.stats.update_copied_row_group(columns, step.rows, inexact)
 
+    def _names(self, step: Copy) -> list[str]:
+        """The top-level names of a copy's patched columns."""
+        schema = self._planned.footers[step.source].schema
+        return [schema.column(column).path for column in step.patched]
+
     def _patch(self, step: Copy, decoded: DecodedSource) -> pa.Table:
         """The patched columns of a copied row group, decoded, as the output's fields."""
-        schema = self._planned.footers[step.source].schema
-        names = [schema.column(column).path for column in step.patched]
+        names = self._names(step)
         output = _output_schema(self._settings)
         return decoded.columns(step.row_group, names).cast(
             pa.schema([output.field(name) for name in names])

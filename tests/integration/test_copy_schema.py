@@ -8,7 +8,9 @@ kernel; the decimal stats must be the live rows' exact bounds."""
 from __future__ import annotations
 
 import json
+import random
 import shutil
+import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -21,10 +23,13 @@ import pytest
 from deltalake import WriterProperties
 from deltalake.transaction import AddAction
 
+from rlcd.compaction.compact import compact_table
+from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.load import load_snapshot
 from rlcd.operations._dv_writer import delete_rows
 from rlcd.storage import open_store
-from tests.integration.tables import batch, delta_rs_rows, kernel_rows
+from rlcd.storage.metered import MeteredStore
+from tests.integration.tables import S3Mirror, batch, delta_rs_rows, kernel_rows
 from tests.integration.test_copy_path import COPY_ALL, _commit, _compact, _same_outputs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -163,7 +168,7 @@ def _pyarrow_in(path: Path, table: pa.Table, name: str, part: str) -> None:
     )
 
 
-async def _alternating(path: Path) -> list[pa.Table]:
+async def alternating_decimals(path: Path) -> list[pa.Table]:
     """delta-rs and pyarrow files in turn, of three row groups each: every row group copied,
     the pyarrow ones with their price (fixed-length) patched into INT64."""
     tables = [_nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP) for i in range(4)]
@@ -197,7 +202,7 @@ async def _alternating_partitioned(path: Path) -> list[pa.Table]:
 
 @pytest.mark.parametrize(
     ("make", "copied"),
-    [(_alternating, [12]), (_alternating_partitioned, [4, 4])],
+    [(alternating_decimals, [12]), (_alternating_partitioned, [4, 4])],
     ids=["one-bin", "partitioned"],
 )
 async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
@@ -240,3 +245,41 @@ async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
             assert Decimal(str(stats["minValues"][column])) == bounds["min"]
             assert Decimal(str(stats["maxValues"][column])) == bounds["max"]
         assert stats["nullCount"]["price"] == live["price"].null_count > 0
+
+
+async def test_patched_row_groups_on_s3_fetch_only_the_columns_they_need(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On moto's S3 a source copied with patches is fetched only for the chunks of its
+    patched and stats columns, not whole; the output is the local store's byte for byte, and
+    no temporary file (encoded, patches) is left."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    source, local = tmp_path / "source", tmp_path / "local"
+    source.mkdir()
+    rng = random.Random(5)
+    for i in range(4):  # 1 KiB random blobs: 3 MiB a file, the chunks not needed
+        table = _nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP)
+        table = table.append_column(
+            "blob", pa.array([rng.randbytes(1024) for _ in range(len(table))])
+        )
+        if i % 2:
+            _pyarrow(source, table, f"part-{i}-pyarrow.parquet")
+        else:
+            _delta_rs(source, table)
+    shutil.copytree(source, local)
+    mirror = S3Mirror(moto_endpoint, s3_bucket)
+    uri = mirror.upload(source, "tables/t")
+    async with open_store(uri, s3=mirror.config) as inner:
+        store = MeteredStore(inner)
+        report = await compact_table(store, CompactionPolicy(**COPY_ALL))
+        fetched = store.bytes["get"]
+    (done,) = report.committed
+    (done_local,) = (await _compact(str(local), **COPY_ALL)).committed
+    assert done.copied_row_groups == 12 and not list(temp.iterdir())
+    remote = mirror.download("tables/t", tmp_path / "remote")
+    assert done.path is not None and done_local.path is not None
+    assert (remote / done.path).read_bytes() == (local / done_local.path).read_bytes()
+    patched = sum(p.stat().st_size for p in source.glob("*-pyarrow.parquet"))
+    assert fetched - (done.copied_bytes - done.server_copied_bytes) < patched / 2
