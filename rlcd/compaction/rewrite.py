@@ -25,7 +25,9 @@ With ``rewrite = "auto"`` a bin whose sources hold row groups to copy as they ar
 (:mod:`rlcd.parquet.copy_plan`, planned from their footers) takes the copy path instead
 (:func:`_rewrite_copying`): in order, each copied row group is counted from its footer and its
 stats taken from its statistics, each run of the rest decoded and encoded into a local file of
-its own row groups; the output is then laid out of both (:mod:`rlcd.parquet.assemble`),
+its own row groups (a copied row group's patched columns into a patches file,
+:mod:`rlcd.compaction._patches`); the output is then laid out of them
+(:mod:`rlcd.parquet.assemble`),
 written by :mod:`rlcd.compaction._copy`, and its footer read back and checked before anything
 may commit it. Every other bin, and every bin with ``rewrite = "reencode"``, runs as above.
 """
@@ -56,10 +58,12 @@ from rlcd._tasks import gather, primary_error
 from rlcd.compaction._copy import (
     FOOTER_GUESS,
     CopiedBytes,
+    LocalFiles,
     read_footer,
     write_local,
     write_streamed,
 )
+from rlcd.compaction._patches import PatchFile
 from rlcd.compaction._stats import StatsAccumulator
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import DEFAULT_MIN_COPY_ROW_GROUP, REWRITES
@@ -81,6 +85,7 @@ from rlcd.parquet.copy_plan import (
     Copy,
     CopyPlan,
     OutputSchema,
+    Reason,
     Reencode,
     Source,
     Step,
@@ -983,6 +988,10 @@ def _choose(
         [OutputSchema.of(_tail_footer(empty)) for empty in empties],
         settings.min_copy_row_group,
         codec=_PARQUET_CODECS[settings.codec] if settings.recompress else None,
+        # columns matched by field id, or partition columns, are never patched (fail closed)
+        patchable=frozenset()
+        if settings.read.by_field_id
+        else frozenset(settings.read.target.names) - set(settings.partition_columns),
     )
     return chosen, plan, variants, empties
 
@@ -1081,7 +1090,7 @@ class _Steps:
     stats (its footer's bounds, its :meth:`StatsAccumulator.batch_columns` decoded). Sources
     are fetched one at a time, in order; every source is started in order (its zero-length
     run), also one without row groups. A source none of whose rows is re-encoded is fetched
-    only for those columns, and not at all without any."""
+    only for those columns and its patched ones, and not at all without any."""
 
     def __init__(
         self,
@@ -1090,15 +1099,18 @@ class _Steps:
         settings: RewriteSettings,
         planned: _Planned,
         encoder: _Encoder,
+        patches: PatchFile,
     ) -> None:
         self._store, self._bin, self._settings = store, bin_, settings
-        self._planned, self._encoder = planned, encoder
+        self._planned, self._encoder, self._patches = planned, encoder, patches
         self._columns = encoder.stats.batch_columns()
         self._copied_groups: dict[int, list[int]] = {}
+        self._patched: dict[int, list[str]] = {}  # a source's patched columns (all its copies')
         self._reencoded: set[int] = set()
         for step in planned.plan.steps:
             if isinstance(step, Copy):
                 self._copied_groups.setdefault(step.source, []).append(step.row_group)
+                self._patched[step.source] = self._names(step)
             else:
                 self._reencoded.update(run.source for run in step.runs)
         self._started = 0
@@ -1111,7 +1123,8 @@ class _Steps:
         steps: list[Step] = []
         for step in self._planned.plan.steps:
             if isinstance(step, Copy):
-                decoded = await self._source(step.source, decode=bool(self._columns))
+                decode = bool(self._columns or step.patched)
+                decoded = await self._source(step.source, decode=decode)
                 await anyio.to_thread.run_sync(self._copied, step, decoded)
                 steps.append(step)
                 continue
@@ -1165,8 +1178,9 @@ class _Steps:
         if index in self._reencoded or self._store.local_files() is not None:
             return await fetch_source(self._store, add, settings.read, version=settings.version)
         try:
+            columns = dict.fromkeys((*self._columns, *self._patched[index]))
             ranges = chunk_ranges(
-                self._planned.footers[index], self._copied_groups[index], self._columns, add.size
+                self._planned.footers[index], self._copied_groups[index], columns, add.size
             )
         except ValueError as exc:
             raise CorruptDataError(
@@ -1178,8 +1192,25 @@ class _Steps:
     def _copied(self, step: Copy, decoded: DecodedSource | None) -> None:
         self._encoder.counter.record(step.source, step.rows)
         columns = None if decoded is None else decoded.columns(step.row_group, self._columns)
-        self._encoder.stats.update_copied_row_group(
-            columns, step.rows, inexact_statistics(step.group)
+        inexact = inexact_statistics(step.group)
+        if step.patched:
+            assert decoded is not None
+            patch = self._patches.add(self._patch(step, decoded))
+            patched = inexact_statistics(patch.row_group())
+            inexact = (inexact - set(step.patched)) | {step.patched[i] for i in patched}
+        self._encoder.stats.update_copied_row_group(columns, step.rows, inexact)
+
+    def _names(self, step: Copy) -> list[str]:
+        """The top-level names of a copy's patched columns."""
+        schema = self._planned.footers[step.source].schema
+        return [schema.column(column).path for column in step.patched]
+
+    def _patch(self, step: Copy, decoded: DecodedSource) -> pa.Table:
+        """The patched columns of a copied row group, decoded, as the output's fields."""
+        names = self._names(step)
+        output = _output_schema(self._settings)
+        return decoded.columns(step.row_group, names).cast(
+            pa.schema([output.field(name) for name in names])
         )
 
     def _encode(self, run: CopyRun, decoded: DecodedSource) -> int:
@@ -1212,13 +1243,22 @@ def _file_footer(path: str) -> tuple[bytes, int]:
     return tail[len(tail) - span :], size
 
 
+def _patch_writer(
+    sink: pa.NativeFile, schema: pa.Schema, *, settings: RewriteSettings
+) -> pq.ParquetWriter:
+    """The writer of a patch: the output's, for some of its fields."""
+    return parquet_writer(sink, settings, schema=schema)
+
+
 async def _encode_steps(
-    store: ObjectStore, bin_: Bin, settings: RewriteSettings, planned: _Planned, encoded: str
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings, planned: _Planned, local: LocalFiles
 ) -> tuple[Assembly, _Encoder]:
-    """Write the re-encode steps into the local file ``encoded`` and lay the output out."""
+    """Write the re-encode steps into the local encoded file, the patched columns into the
+    patches file, and lay the output out."""
     stats = StatsAccumulator(settings.stats, footer_schema=_output_schema(settings))
-    encoder = _Encoder(settings, encoded, stats, footer_stats=False)
-    steps = _Steps(store, bin_, settings, planned, encoder)
+    encoder = _Encoder(settings, local.encoded, stats, footer_stats=False)
+    patches = PatchFile(local.patches, partial(_patch_writer, settings=settings))
+    steps = _Steps(store, bin_, settings, planned, encoder, patches)
     try:
         plan = await steps.run()
         await anyio.to_thread.run_sync(encoder.close)
@@ -1230,8 +1270,8 @@ async def _encode_steps(
     if encoder.writer is None:  # nothing re-encoded: the empty file gives the footer
         footer, size = _tail_footer(planned.empty), len(planned.empty)
     else:
-        footer, size = await anyio.to_thread.run_sync(_file_footer, encoded)
-    assembly = assemble(plan, footer, size)
+        footer, size = await anyio.to_thread.run_sync(_file_footer, local.encoded)
+    assembly = assemble(plan, footer, size, patches.patches)
     if stats.num_records != assembly.num_rows:
         raise InternalError(
             f"bin {bin_.bin_id}: stats saw {stats.num_records} rows, the output holds"
@@ -1241,7 +1281,7 @@ async def _encode_steps(
 
 
 async def _write_output(
-    store: ObjectStore, key: str, assembly: Assembly, planned: _Planned, encoded: str
+    store: ObjectStore, key: str, assembly: Assembly, planned: _Planned, encoded: LocalFiles
 ) -> tuple[ObjectMeta, CopiedBytes]:
     """Write the output's pieces to ``key`` and publish it."""
     files = store.local_files()
@@ -1283,12 +1323,16 @@ async def _rewrite_copying(
     temp file, then the output's pieces (copied ranges, encoded ranges, the footer) written to
     the store, its footer read back and checked before anything may commit it."""
     key = output_key(bin_, settings.partition_columns, settings.codec)
-    fd, encoded = tempfile.mkstemp(prefix="rlcd-encoded-", suffix=".parquet")
-    os.close(fd)
+    paths = []
+    for prefix in ("rlcd-encoded-", "rlcd-patches-"):
+        fd, path = tempfile.mkstemp(prefix=prefix, suffix=".parquet")
+        os.close(fd)
+        paths.append(path)
+    local = LocalFiles(*paths)
     try:
-        assembly, encoder = await _encode_steps(store, bin_, settings, planned, encoded)
+        assembly, encoder = await _encode_steps(store, bin_, settings, planned, local)
         try:
-            meta, moved = await _write_output(store, key, assembly, planned, encoded)
+            meta, moved = await _write_output(store, key, assembly, planned, local)
         except (OSError, ValueError) as exc:
             raise CorruptDataError(
                 f"the output's pieces could not be copied: {exc}",
@@ -1297,9 +1341,11 @@ async def _rewrite_copying(
             ) from exc
         await _check_written(store, key, meta, assembly, encoder.stats)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(encoded)
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     copied = sum(1 for step in planned.plan.steps if isinstance(step, Copy))
+    patched = [c for c in planned.plan.choices if c.patched]
     log.info(
         "bin_copied",
         table=settings.table,
@@ -1309,7 +1355,11 @@ async def _rewrite_copying(
         server_copied_bytes=moved.server,
         reencoded_row_groups=len(assembly.row_groups) - copied,
         reencoded_bytes=moved.encoded,
-        reasons=sorted({str(c.reason) for c in planned.plan.choices if c.reason is not None}),
+        patched_row_groups=len(patched),
+        reasons=sorted(
+            {str(c.reason) for c in planned.plan.choices if c.reason is not None}
+            | ({str(Reason.STORAGE)} if patched else set())
+        ),
         decimals_as_integers=settings.decimals_as_integers,
         partition_columns_written=bool(settings.written_partitions),
     )
