@@ -285,6 +285,15 @@ def test_a_later_checkpoint_row_of_a_path_wins() -> None:
     assert state.paths.adds is None  # "a" is its own canonical spelling
 
 
+def test_a_path_in_two_checkpoint_files_keeps_the_later_row_in_the_first_place() -> None:
+    """Keys repeated across checkpoint files (chunks), in two spellings, are found."""
+    first = [_add("/abs/c.parquet", 0, 1), _add("a.parquet", 0, 2), _add("b%20c.parquet", 0, 3)]
+    second = [_add("p=1/b.parquet", 0, 4), _add("file:/abs/c.parquet", 1, 5)]
+    parts = [checkpoint_file_actions(_checkpoint(p)) for p in (first, second)]
+    state = replay_files(parts, [])
+    assert add_files(state.adds) == [second[1], *first[1:], second[0]]
+
+
 def test_a_tombstone_keeps_what_a_checkpoint_writes_of_it() -> None:
     """A commit's remove, as a tombstone, keeps every field a checkpoint writes (its size, for
     vacuum's reclaimable bytes; its partition values), and drops its stats and tags."""
