@@ -417,7 +417,7 @@ def _unique_last(
 
     Unique when the keys' dense ranks reach their count (equal keys, nulls too, share a rank):
     a sort holds 16 bytes a row, where ``count_distinct``'s hash memo copies every key (26 MiB
-    at 100k files, the peak of a load)."""
+    at 100k files, which was the peak of a load)."""
     if not keys or pc.max(pc.rank(keys, tiebreaker="dense")).as_py() == len(keys):
         return table, paths
     indexed = pa.table({"k": keys, "i": pa.array(range(len(keys)), pa.int64())})
