@@ -1,7 +1,8 @@
 """Loading a big table's snapshot, rlcd against delta-rs, by the number of live files (issue 40).
 
     .venv/bin/python bench/snapshot.py [--files 100000,1000000] [--repeat 3]
-        [--contenders deltalake,rlcd-load,rlcd-plan,rlcd-dry-run] [--no-incremental]
+        [--contenders deltalake,rlcd-load,rlcd-plan,rlcd-dry-run,rlcd-dry-run-reencode]
+        [--no-incremental]
 
 For each ``--files`` N, generates (once: cached in ``bench/out/snapshot-N/``, reused while its
 ``manifest.json`` says the same format) the *log* of a partitioned Delta table with N live files,
@@ -28,7 +29,10 @@ Contenders, each run a fresh process, alternating within each repetition (as
 - ``rlcd-plan``: the same load, then planning it with the default policy
   (:func:`rlcd.compaction.compact.plan_table`), timed apart (``plan_seconds``);
 - ``rlcd-dry-run``: ``python -m rlcd compact --dry-run PATH``, the command as a user runs it
-  (loading and planning need no data file; the orphan sweep's listing finds none).
+  (loading and planning need no data file; the orphan sweep's listing finds none; the copy
+  plan's footer reads all fail, there being no data file);
+- ``rlcd-dry-run-reencode``: the same with ``--rewrite reencode``: load, plan and report, no
+  footer read.
 
 Per run: the whole process's wall time and CPU (start-up included), the load's own time after
 the imports (not known apart for the command), and the peak RSS (the child's ``VmHWM``). The
@@ -78,7 +82,7 @@ DV_SHARE = 0.03
 OPTIMIZE_EVERY, OPTIMIZE_REMOVES, OPTIMIZE_ADDS = 10, 100, 5
 DELETE_EVERY, DELETE_FILES = 5, 20
 APPENDS = 10
-CONTENDERS = ("deltalake", "rlcd-load", "rlcd-plan", "rlcd-dry-run")
+CONTENDERS = ("deltalake", "rlcd-load", "rlcd-plan", "rlcd-dry-run", "rlcd-dry-run-reencode")
 INCREMENTAL = ("deltalake", "rlcd-load")
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 OUT = Path(__file__).resolve().parent / "out"
@@ -489,11 +493,12 @@ def _spawn(argv: list[str], result: Path) -> dict[str, Any]:
 def measure(mode: str, name: str, table: Path, expected: int) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         result = Path(out.name)
-    if name == "rlcd-dry-run":
+    if name.startswith("rlcd-dry-run"):
         argv = [sys.executable, "-c", _COMMAND, str(result), "compact", "--dry-run", str(table)]
+        argv += ["--rewrite", "reencode"] if name == "rlcd-dry-run-reencode" else []
         run = _spawn(argv, result)
         if not run["output"].startswith("plan for "):
-            raise SystemExit(f"rlcd-dry-run printed no plan:\n{run['output']}")
+            raise SystemExit(f"{name} printed no plan:\n{run['output']}")
         run["plan"] = run["output"].split("\n", 1)[0]
         return run
     argv = [sys.executable, __file__, mode, name, str(table), str(expected), str(result)]

@@ -400,15 +400,22 @@ def _add_checkpoint_command(sub: argparse._SubParsersAction[_Subcommand]) -> Non
 async def _checkpoint(args: argparse.Namespace) -> int:
     from rlcd.delta.checkpoint_writer import CheckpointWritten, checkpoint_and_clean
     from rlcd.delta.load import load_snapshot
+    from rlcd.delta.log_path import SIDECAR_DIR
 
     async with _open(args) as store:
         run = await checkpoint_and_clean(store, await load_snapshot(store))
     result, cleaned = run.checkpoint, run.cleaned
     if isinstance(result, CheckpointWritten):
+        sidecars = (
+            f" with {count(len(result.sidecars), 'sidecar')} of "
+            f"{human_bytes(result.sidecar_bytes)} in {SIDECAR_DIR}"
+            if result.sidecars
+            else ""
+        )
         print(
             f"{store.root}: wrote {result.key} for version {result.version} "
             f"({count(result.actions, 'action')}, {count(result.add_files, 'live file')}, "
-            f"{human_bytes(result.size_in_bytes)})"
+            f"{human_bytes(result.size_in_bytes)}){sidecars}"
         )
     else:
         print(f"{store.root}: version {result.version} has a checkpoint already: {result.key}")

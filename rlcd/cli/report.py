@@ -59,8 +59,8 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
     from rlcd.compaction.summary import partition_columns  # loaded by the run already
 
     bins = report.planned
-    files = sum(len(b.sources) for b in bins)
-    size = sum(s.size for b in bins for s in b.sources)
+    files = sum(b.num_sources for b in bins)
+    size = sum(b.source_bytes for b in bins)
     out.write(
         f"plan for {report.table} at version {report.read_version} "
         f"(target {human_bytes(report.policy.target_file_size)}): {count(len(bins), 'bin')}, "
@@ -81,7 +81,7 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
             )
         out.write(
             f"  bin {b.bin_id}  {partition_text(b.partition_values, columns)}: "
-            f"{count(len(b.sources), 'file')}, {human_bytes(sum(s.size for s in b.sources))} "
+            f"{count(b.num_sources, 'file')}, {human_bytes(b.source_bytes)} "
             f"-> 1 file ({human_bytes(b.estimated_bytes)} of live rows){purge}{copied}\n"
         )
     if not bins:

@@ -100,7 +100,7 @@ async def _table_status(settings: Settings, uri: TableUri, store: ObjectStore) -
     return {
         "version": snapshot.version,
         "files": snapshot.num_files,
-        "small_files": sum(len(b.sources) for b in bins),
+        "small_files": sum(b.num_sources for b in bins),
         "bytes_to_compact": sum(b.estimated_bytes for b in bins),
         "last_compaction": last,
         "checkpoint": checkpoint,

@@ -2,7 +2,8 @@
 
 A bin's rewrite with ``rewrite = "auto"`` plans, from each source's footer, which row groups
 are copied as they are (:mod:`rlcd.parquet.copy_plan`); the rest is re-encoded into a local
-*encoded* file, and :mod:`rlcd.parquet.assemble` lays the output out of both. This module
+*encoded* file (and the patched columns of row groups copied with patches into a local
+*patches* file), and :mod:`rlcd.parquet.assemble` lays the output out of them. This module
 reads the footers (ranged GETs of each file's tail), writes the output's pieces (on a local
 store with ``os.copy_file_range``, falling back to reads and writes; elsewhere into the
 store's multipart writer, a long range copied by the store itself where the writer can, as
@@ -21,11 +22,19 @@ import anyio.to_thread
 import structlog
 
 from rlcd.errors import CopyRefusedError
-from rlcd.parquet.assemble import Assembly, EncodedRange, Piece, SourceRange
+from rlcd.parquet.assemble import Assembly, EncodedRange, PatchRange, Piece, SourceRange
 from rlcd.parquet.footer import MAGIC, footer_span
-from rlcd.storage.base import LocalFiles, ObjectStore, ObjectWriter, PartCopier
+from rlcd.storage.base import LocalFiles as StoreFiles
+from rlcd.storage.base import ObjectStore, ObjectWriter, PartCopier
 
-__all__ = ("FOOTER_GUESS", "CopiedBytes", "read_footer", "write_local", "write_streamed")
+__all__ = (
+    "FOOTER_GUESS",
+    "LocalFiles",
+    "CopiedBytes",
+    "read_footer",
+    "write_local",
+    "write_streamed",
+)
 
 FOOTER_GUESS: Final = 64 * 1024
 """Bytes of a file's tail fetched at once for its footer: most footers fit; a longer one
@@ -34,6 +43,19 @@ _CHUNK: Final = 8 * 1024 * 1024
 """The most bytes of a range held at once while streaming it (one multipart part's worth)."""
 
 _log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFiles:
+    """The local files the output's encoded pieces come from: the encoded file's path and
+    the patches file's."""
+
+    encoded: str
+    patches: str
+
+    def path(self, piece: EncodedRange | PatchRange) -> str:
+        """The file ``piece`` is a range of."""
+        return self.encoded if isinstance(piece, EncodedRange) else self.patches
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +87,9 @@ async def read_footer(store: ObjectStore, key: str, size: int) -> bytes:
 
 def _pieces_sizes(assembly: Assembly) -> CopiedBytes:
     copied = sum(p.stop - p.start for p in assembly.pieces if isinstance(p, SourceRange))
-    encoded = sum(p.stop - p.start for p in assembly.pieces if isinstance(p, EncodedRange))
+    encoded = sum(
+        p.stop - p.start for p in assembly.pieces if isinstance(p, EncodedRange | PatchRange)
+    )
     return CopiedBytes(copied, encoded)
 
 
@@ -91,29 +115,29 @@ def _copy_range(source: int, target: int, start: int, length: int) -> None:
         position += len(data)
 
 
-def _write_local(assembly: Assembly, sources: Sequence[str], encoded: str, out: str) -> None:
-    opened: dict[int | None, int] = {}  # by source index; None: the encoded file
+def _write_local(assembly: Assembly, sources: Sequence[str], encoded: LocalFiles, out: str) -> None:
+    opened: dict[str, int] = {}  # by path
     target = os.open(out, os.O_WRONLY | os.O_TRUNC)
     try:
         for piece in assembly.pieces:
             if isinstance(piece, bytes):
                 os.write(target, piece)
                 continue
-            index = piece.source if isinstance(piece, SourceRange) else None
-            if index not in opened:
-                opened[index] = os.open(encoded if index is None else sources[index], os.O_RDONLY)
-            _copy_range(opened[index], target, piece.start, piece.stop - piece.start)
+            path = sources[piece.source] if isinstance(piece, SourceRange) else encoded.path(piece)
+            if path not in opened:
+                opened[path] = os.open(path, os.O_RDONLY)
+            _copy_range(opened[path], target, piece.start, piece.stop - piece.start)
     finally:
         for fd in (target, *opened.values()):
             os.close(fd)
 
 
 async def write_local(
-    files: LocalFiles, assembly: Assembly, sources: Sequence[str], encoded: str, out: str
+    files: StoreFiles, assembly: Assembly, sources: Sequence[str], encoded: LocalFiles, out: str
 ) -> CopiedBytes:
     """Write the output's pieces into the file ``out`` (a store's temp file, published by its
     writer afterwards), the sources being the objects ``sources`` (keys, by index) and the
-    encoded file's path ``encoded``; in a worker thread."""
+    encoded pieces those of the local files ``encoded``; in a worker thread."""
     paths = [files.local_path(key) for key in sources]
     await anyio.to_thread.run_sync(_write_local, assembly, paths, encoded, out)
     return _pieces_sizes(assembly)
@@ -128,19 +152,20 @@ def _read_encoded(path: str, start: int, stop: int) -> bytes:
 async def _write_range(
     store: ObjectStore,
     writer: ObjectWriter,
-    source: str | None,
-    encoded: str,
+    source: str,
     start: int,
     stop: int,
+    *,
+    local: bool = False,
 ) -> None:
-    """The bytes ``[start, stop)`` of the object ``source`` (ranged GETs) or, when it is None,
-    of the local file ``encoded``, written to ``writer`` a chunk at a time."""
+    """The bytes ``[start, stop)`` of the object ``source`` (ranged GETs) or, with ``local``,
+    of the local file at the path ``source``, written to ``writer`` a chunk at a time."""
     for begin in range(start, stop, _CHUNK):
         end = min(stop, begin + _CHUNK)
-        if source is not None:
-            data = bytes(await store.get(source, start=begin, end=end))
+        if local:
+            data = await anyio.to_thread.run_sync(_read_encoded, source, begin, end)
         else:
-            data = await anyio.to_thread.run_sync(_read_encoded, encoded, begin, end)
+            data = bytes(await store.get(source, start=begin, end=end))
         if len(data) != end - begin:
             raise ValueError(f"a range {begin}:{end} read back {len(data)} bytes")
         await writer.write(data)
@@ -170,10 +195,10 @@ async def write_streamed(
     writer: ObjectWriter,
     assembly: Assembly,
     sources: Sequence[str],
-    encoded: str,
+    encoded: LocalFiles,
 ) -> CopiedBytes:
-    """Write the output's pieces into the store's streaming ``writer``: the encoded file's
-    ranges from the local file ``encoded``, the sources' ranges (of the objects ``sources``,
+    """Write the output's pieces into the store's streaming ``writer``: the encoded ranges
+    from the local files ``encoded``, the sources' ranges (of the objects ``sources``,
     keys by index) copied by the store where the writer has a
     :class:`~rlcd.storage.base.PartCopier` and the range is long enough, else by ranged GETs;
     at most one chunk held at a time. A refused copy (the copy source's permissions) is
@@ -192,13 +217,14 @@ async def write_streamed(
         if isinstance(piece, bytes):
             await writer.write(piece)
             continue
-        if isinstance(piece, EncodedRange):
-            await _write_range(store, writer, None, encoded, piece.start, piece.stop)
+        if not isinstance(piece, SourceRange):
+            path = encoded.path(piece)
+            await _write_range(store, writer, path, piece.start, piece.stop, local=True)
             continue
         source, start = sources[piece.source], piece.start
         lead = None if copier is None else copier.lead(piece.stop - start)
         if copier is not None and lead is not None:
-            await _write_range(store, writer, source, encoded, start, start + lead)
+            await _write_range(store, writer, source, start, start + lead)
             start += lead
             try:
                 await copier.copy(source, start, piece.stop)
@@ -208,7 +234,7 @@ async def write_streamed(
             else:
                 server += piece.stop - start
                 continue
-        await _write_range(store, writer, source, encoded, start, piece.stop)
+        await _write_range(store, writer, source, start, piece.stop)
     sizes = _pieces_sizes(assembly)
     # a leading magic the store copied is no row group's byte
     server = max(0, server - (len(MAGIC) if pieces[0] != MAGIC else 0))

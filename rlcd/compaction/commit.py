@@ -25,6 +25,7 @@ from pyroaring import AbstractBitMap64
 
 from rlcd.compaction.rewrite import RewrittenBin
 from rlcd.delta.actions import Action, AddFile
+from rlcd.delta.checkpoint_writer import CheckpointWritten
 from rlcd.delta.dv import DeletionVectorDescriptor, encode_dv_file, serialize_bitmap
 from rlcd.delta.load import read_deletion_vector, table_config
 from rlcd.delta.names import dv_file_name
@@ -141,11 +142,12 @@ BinResult = BinCommitted | BinAborted
 @dataclass(frozen=True, slots=True)
 class CommitOutcome:
     """``version`` is the commit that landed (None if nothing did); ``results`` holds every
-    bin's result, committed ones first."""
+    bin's result, committed ones first; ``checkpoint`` is the one written after the commit."""
 
     version: int | None
     results: tuple[BinResult, ...]
     attempts: int = 0
+    checkpoint: CheckpointWritten | None = None
 
     @property
     def committed(self) -> tuple[RewrittenBin, ...]:
@@ -416,4 +418,5 @@ async def commit_bins(
         bins=len(batch.pending),
         attempts=result.attempts,
     )
-    return CommitOutcome(outcome.version, (*committed, *batch.aborted), result.attempts)
+    results = (*committed, *batch.aborted)
+    return CommitOutcome(outcome.version, results, result.attempts, result.checkpoint)

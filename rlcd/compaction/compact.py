@@ -35,11 +35,13 @@ from rlcd.compaction.rewrite import (
     RewriteSettings,
     RewrittenBin,
     handoff_bytes,
+    may_copy,
     plan_bin_copy,
     rewrite_bin,
 )
 from rlcd.compaction.source import ReadOptions
 from rlcd.delta.actions import AddFile
+from rlcd.delta.checkpoint_writer import CheckpointWritten
 from rlcd.delta.coordination import external_commit_temp, refuse_external_commits
 from rlcd.delta.load import load_snapshot, read_commits_after, table_config
 from rlcd.delta.protocol import TableConfig
@@ -147,6 +149,8 @@ class CompactionReport:
     """Commit puts tried (put-if-absent), the losing ones included."""
     copies: tuple[CopySummary | None, ...] = ()
     """A dry run's copy plan of each planned bin (None: it copies nothing)."""
+    checkpoint: CheckpointWritten | None = None
+    """The checkpoint written after the commit (its version a multiple of the interval)."""
 
     @property
     def superseded(self) -> bool:
@@ -311,7 +315,10 @@ async def compact_table(
         return report
     settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
     if dry_run:
-        copies = await gather(*(plan_bin_copy(store, b, settings) for b in bins))
+        # a task per bin that may copy only: a bin of small files has no copy to plan
+        copies = await gather(
+            *(plan_bin_copy(store, b, settings) if may_copy(b, settings) else None for b in bins)
+        )
         return replace(report, copies=tuple(copies))
     if on_plan is not None:
         on_plan(bins)
@@ -391,6 +398,7 @@ async def compact_table(
         cleanup=cleanup,
         bin_results=outcome.results,
         commit_attempts=outcome.attempts,
+        checkpoint=outcome.checkpoint,
     )
 
 

@@ -51,11 +51,13 @@ position, so a cut keeps a prefix of every partition's bins, and the next run pl
 as before, except that outputs of the cut that came out small are folded into their
 partition's remaining bins.
 
-*Columns.* The planner reads the snapshot's live files as Arrow columns
-(:attr:`Snapshot.adds`), not as objects: eligibility (no clustering provider, old enough),
-the partition filter (evaluated once per distinct ``partitionValues`` map) and a first cut of
-the candidates (small, or with deleted rows) are Arrow compute; the exact candidate rule runs
-on the rows that pass, and only the chosen bins' rows become :class:`AddFile` objects.
+*Columns.* The planner never makes a Python object per file (issue 40). Eligibility, the
+partition filter (evaluated once per distinct ``partitionValues`` map) and the exact candidate
+rule are Arrow compute over :attr:`Snapshot.adds`. Next-fit runs per partition on the prefix
+sums of its sequence's weights: a bin from candidate ``s`` ends where a bisection finds the sum
+past ``T``, so packing costs a Python step per bin, not per file. A bin holds its sources as
+rows of the snapshot, its counts and sizes summed on the columns; its :class:`AddFile` objects
+are made when it runs (:attr:`Bin.sources`).
 
 *Order.* Bins come out by the log position of their first source, oldest first: older files
 are colder, and compacting cold data makes conflicts with concurrent DML rarer (§0 item 10).
@@ -65,9 +67,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Final
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Collection, Mapping, Sequence
+from itertools import accumulate, chain
+from typing import Final, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -86,7 +89,6 @@ __pure__ = True
 _BIN_ID_HEX: Final = 16
 
 
-@dataclass(frozen=True, slots=True)
 class Bin:
     """Files to rewrite into one output, all from one partition.
 
@@ -95,46 +97,182 @@ class Bin:
     unless ``purges_dvs``. The planner lists sources in log order. ``bin_id`` is a short stable
     hash of the sources' ``(path, DV unique id)`` keys, for logs and metrics.
 
+    A planned bin holds its sources as rows of the snapshot's adds (:meth:`planned`) and makes
+    their :class:`AddFile` objects on first use of :attr:`sources`: a plan of a million files
+    costs no object per file until its bins run. Its counts and sizes come from the columns,
+    and the planner checks the invariants on the columns; the objects, once made, are checked
+    again.
+
     Attributes:
         partition_values: the sources' raw map, to copy verbatim into the output (§2.11).
-        sources: the files to remove, in log order; the output holds their live rows in this
-            order (design §2).
         estimated_bytes: the sum of the sources' estimated live bytes.
         purges_dvs: some source is over the deleted-rows ratio (or has a DV and no
             ``numRecords``); such a bin is worth rewriting even with one source.
         needs_footer_counts: some source has no ``stats.numRecords``: the rewrite must take its
             physical count from the Parquet footer for the capture guard (design §2).
+        num_sources: how many sources.
+        source_bytes: the sum of the sources' sizes.
+        largest_source_bytes: the size of the largest source.
     """
 
+    __slots__ = (
+        "_bin_id",
+        "_range",
+        "_rows",
+        "_sources",
+        "estimated_bytes",
+        "largest_source_bytes",
+        "needs_footer_counts",
+        "num_sources",
+        "partition_values",
+        "purges_dvs",
+        "source_bytes",
+    )
     partition_values: Mapping[str, str | None]
-    sources: tuple[AddFile, ...]
     estimated_bytes: int
     purges_dvs: bool
     needs_footer_counts: bool
-    bin_id: str = field(init=False)
+    num_sources: int
+    source_bytes: int
+    largest_source_bytes: int
+    _range: range | None
+    _rows: _PlannedRows | None
+    _sources: tuple[AddFile, ...] | None
+    _bin_id: str | None
 
-    def __post_init__(self) -> None:
-        if not self.sources:
-            raise InternalError("a bin needs at least one source")
-        if len(self.sources) < 2 and not self.purges_dvs:
-            raise InternalError("a bin with one source must purge its deletion vector")
-        if len({s.path for s in self.sources}) != len(self.sources):
+    def __init__(
+        self,
+        partition_values: Mapping[str, str | None],
+        sources: Sequence[AddFile],
+        estimated_bytes: int,
+        purges_dvs: bool,
+        needs_footer_counts: bool,
+    ) -> None:
+        """A bin of these source objects (the planner makes :meth:`planned` ones)."""
+        sizes = [s.size for s in sources]
+        sums = (len(sizes), sum(sizes), max(sizes, default=0))
+        self._set(partition_values, estimated_bytes, purges_dvs, needs_footer_counts, sums, None)
+        self._set_sources(tuple(sources))
+
+    @classmethod
+    def planned(
+        cls,
+        rows: _PlannedRows,
+        bin_range: range,
+        partition_values: Mapping[str, str | None],
+        estimated_bytes: int,
+        purges_dvs: bool,
+        needs_footer_counts: bool,
+        sizes: tuple[int, int],
+    ) -> Bin:
+        """A bin whose sources are ``rows``' ``bin_range``; ``sizes`` their sum and maximum."""
+        self = cls.__new__(cls)
+        sums = (len(bin_range), *sizes)
+        self._set(
+            partition_values, estimated_bytes, purges_dvs, needs_footer_counts, sums, bin_range
+        )
+        object.__setattr__(self, "_rows", rows)
+        object.__setattr__(self, "_sources", None)
+        _check_counts(self)
+        return self
+
+    def _set(
+        self,
+        partition_values: Mapping[str, str | None],
+        estimated_bytes: int,
+        purges_dvs: bool,
+        needs_footer_counts: bool,
+        sums: tuple[int, int, int],
+        bin_range: range | None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "partition_values", dict(partition_values))
+        setter(self, "estimated_bytes", estimated_bytes)
+        setter(self, "purges_dvs", purges_dvs)
+        setter(self, "needs_footer_counts", needs_footer_counts)
+        setter(self, "num_sources", sums[0])
+        setter(self, "source_bytes", sums[1])
+        setter(self, "largest_source_bytes", sums[2])
+        setter(self, "_range", bin_range)
+        setter(self, "_rows", None)
+        setter(self, "_bin_id", None)
+
+    def _set_sources(self, sources: tuple[AddFile, ...]) -> None:
+        """Check the objects against the invariants, then hold them."""
+        _check_counts(self)
+        if len({s.path for s in sources}) != len(sources):
             raise InternalError("a bin lists a source twice")
-        if any(s.partition_values != self.partition_values for s in self.sources):
+        if any(s.partition_values != self.partition_values for s in sources):
             raise InternalError("a bin mixes raw partition values")
-        object.__setattr__(self, "partition_values", dict(self.partition_values))
-        keys = json.dumps([list(s.key) for s in self.sources], separators=(",", ":"))
-        digest = hashlib.sha256(keys.encode()).hexdigest()
-        object.__setattr__(self, "bin_id", digest[:_BIN_ID_HEX])
+        object.__setattr__(self, "_sources", sources)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Bin is immutable: cannot set {name}")
+
+    def __repr__(self) -> str:
+        return (  # no id: it hashes the sources' keys, and a report's repr holds every bin
+            f"Bin({self.partition_values!r}, {self.num_sources} sources, "
+            f"{self.estimated_bytes} bytes, purges_dvs={self.purges_dvs})"
+        )
+
+    @property
+    def sources(self) -> tuple[AddFile, ...]:
+        """The files to remove, in log order; the output holds their live rows in this order
+        (design §2). Made from the snapshot's rows on first use for a planned bin."""
+        if self._sources is None:
+            assert self._rows is not None and self._range is not None  # a planned bin
+            self._set_sources(tuple(self._rows.files(self._range)))
+            assert self._sources is not None
+        return self._sources
+
+    @property
+    def bin_id(self) -> str:
+        """A short stable hash of the sources' ``(path, DV unique id)`` keys (made once)."""
+        if self._bin_id is not None:
+            return self._bin_id
+        if self._sources is not None:
+            keys = [s.key for s in self._sources]
+        else:
+            assert self._rows is not None and self._range is not None  # a planned bin
+            keys = self._rows.keys(self._range)
+        text = json.dumps(keys, separators=(",", ":"))
+        digest = hashlib.sha256(text.encode()).hexdigest()[:_BIN_ID_HEX]
+        object.__setattr__(self, "_bin_id", digest)
+        return digest
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    position: int  # row in the snapshot's adds: its log order
-    live_bytes: int
-    purge: bool
-    settled: bool  # an earlier OPTIMIZE's output for this target (or a bigger one)
-    counted: bool  # its stats give numRecords
+def _check_counts(b: Bin) -> None:
+    if not b.num_sources:
+        raise InternalError("a bin needs at least one source")
+    if b.num_sources < 2 and not b.purges_dvs:
+        raise InternalError("a bin with one source must purge its deletion vector")
+
+
+class _PlannedRows:
+    """The rows of a plan's bins in the snapshot's adds, bin after bin, shared by its bins:
+    each bin's objects are made when it asks, the ``(path, DV unique id)`` keys of all the
+    bins at once when the first bin id is asked for (a report names every bin)."""
+
+    def __init__(self, snapshot: Snapshot, positions: pa.Array) -> None:
+        self._snapshot = snapshot
+        self._positions = positions
+        self._keys: tuple[list[str], list[str | None]] | None = None
+
+    def files(self, bin_range: range) -> list[AddFile]:
+        rows = self._positions.slice(bin_range.start, len(bin_range)).to_pylist()
+        return self._snapshot.files_at(rows)
+
+    def keys(self, bin_range: range) -> list[tuple[str, str | None]]:
+        if self._keys is None:
+            self._keys = self._snapshot.keys_at(self._positions.to_pylist())
+        paths, ids = self._keys
+        return list(
+            zip(
+                paths[bin_range.start : bin_range.stop],
+                ids[bin_range.start : bin_range.stop],
+                strict=True,
+            )
+        )
 
 
 def plan_bins(
@@ -147,8 +285,8 @@ def plan_bins(
 ) -> list[Bin]:
     """The bins to compact in ``snapshot``, oldest first, at most ``max_bins``.
 
-    Candidates are selected on the snapshot's columns; only the chosen bins' files become
-    :class:`AddFile` objects.
+    Candidates are selected and packed on the snapshot's columns; the bins make their
+    :class:`AddFile` objects when they run.
 
     Args:
         snapshot: the table state to plan from.
@@ -166,7 +304,7 @@ def plan_bins(
             target size.
         TableError: the table's ``delta.targetFileSize`` is not a size, or the filter needs
             partition columns' types and names that the schema does not give, or a file's
-            partition value is not a value of its column's type.
+            partition value is not a value of its column's type, or a candidate has no size.
         InternalError: ``config`` does not describe ``snapshot``.
     """
     if config.protocol != snapshot.protocol or config.metadata != snapshot.metadata:
@@ -186,20 +324,11 @@ def plan_bins(
     if matches is not None:
         rows = rows.filter(partitions.mask([matches(v, path) for v, path in partitions.first]))
         partitions = _Partitions(adds, rows)
-    by_partition: dict[tuple[tuple[str, str | None], ...], list[_Candidate]] = {}
-    for group, candidate in _candidates(adds, rows, partitions.groups, policy):
-        by_partition.setdefault(partitions.keys[group], []).append(candidate)
-    packed = [
-        b
-        for candidates in by_partition.values()
-        if _pack([c for c in candidates if not c.settled], policy)
-        for b in _pack(candidates, policy)
-    ]
-    packed.sort(key=lambda group: group[0].position)
+    found = _Candidates(snapshot, rows, partitions, policy)
+    packed = found.packed(policy)
+    packed.sort(key=lambda group: group.members[0])  # candidates are in log order
     chosen = packed if policy.max_bins is None else packed[: policy.max_bins]
-    positions = [c.position for group in chosen for c in group]
-    files = dict(zip(positions, snapshot.files_at(positions), strict=True))
-    return [_bin(group, files) for group in chosen]
+    return found.bins(snapshot, chosen, partitions)
 
 
 def _rows_of(snapshot: Snapshot, keys: Collection[tuple[str, str | None]]) -> pa.Array:
@@ -218,7 +347,7 @@ _ENTRIES = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
 class _Partitions:
     """The raw ``partitionValues`` maps of some rows of a snapshot's adds, grouped without a
     Python object per row: each row's map is spelled as one string (its entries in stored
-    order), and only the distinct spellings are read as dicts.
+    order, :func:`_spelled`), and only the distinct spellings are read as dicts.
 
     ``groups`` gives each row its spelling's index; ``first`` each spelling's map and the path
     of its first row (log order); ``keys`` each spelling's grouping key, the map's sorted items:
@@ -243,104 +372,238 @@ class _Partitions:
 
 
 def _spelled(entries: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Each row's map as one string: ``key NUL (v value | n)`` per entry, joined by ``SOH``. Two
-    maps that spell alike but differ would be grouped together; :class:`Bin` checks its sources'
-    maps, so that fails loudly rather than mixing partitions."""
+    """Each row's map as one string, one to one: per entry ``key NUL v value`` (``key NUL v NUL
+    n`` for a null value), the entries joined by ``NUL e``, a NUL inside a key or value
+    doubled. Read from the left, a lone NUL is always a separator, so two maps spell alike only
+    when they are equal (in the same entry order), and rows are grouped by their exact map."""
     chunks = []
     for chunk in entries.chunks:
         flat = chunk.flatten()
-        value = pc.coalesce(pc.binary_join_element_wise("v", flat.field("value"), ""), "n")
-        text = pc.binary_join_element_wise(flat.field("key"), value, "\x00")
+        key, value = (_escaped(flat.field(name)) for name in ("key", "value"))
+        options = pc.JoinOptions(null_handling="replace", null_replacement="\x00n")
+        text = pc.binary_join_element_wise(key, value, "\x00v", options=options)
         lengths = pc.coalesce(pc.list_value_length(chunk), 0)
         offsets = pa.concat_arrays(
             [pa.array([0], pa.int32()), pc.cumulative_sum(lengths).cast(pa.int32())]
         )
-        chunks.append(pc.binary_join(pa.ListArray.from_arrays(offsets, text), "\x01"))
+        chunks.append(pc.binary_join(pa.ListArray.from_arrays(offsets, text), "\x00e"))
     return pa.chunked_array(chunks, pa.string())
 
 
-def _candidates(
-    adds: pa.Table, rows: pa.Array, groups: pa.Array, policy: CompactionPolicy
-) -> Iterator[tuple[int, _Candidate]]:
-    """The candidates among ``rows`` (in log order), each with its partition group.
+def _escaped(text: pa.Array) -> pa.Array:
+    """``text`` with each NUL doubled (looked for first: partition values hold none)."""
+    if not pc.any(pc.match_substring(text, "\x00")).as_py():
+        return text
+    return pc.replace_substring(text, "\x00", "\x00\x00")
 
-    Arrow compute keeps the rows that may be candidates (small, or with deleted rows); the
-    exact rule (:func:`_candidate`, integer arithmetic) runs on those alone.
+
+_EXACT: Final = 2**53
+"""Counts up to this are exact as floats: Python's ``deleted / physical`` and Arrow's agree."""
+_INT64_MAX: Final = 2**63 - 1
+
+
+class _Candidates:
+    """The candidates among some rows (in log order), selected on the columns: ``position``
+    (row in the snapshot's adds), ``key`` (partition grouping key), ``spelling`` (exact
+    partition map), ``weight`` (estimated live bytes), ``purge``, ``settled``, ``size`` and
+    ``counted`` (numRecords known), one Arrow array each.
+
+    The rule is the module header's, in integers: ``w = size * live // physical`` in int64 and
+    the deleted ratio in float64, which are Python's results exactly where no product leaves
+    int64 and no count passes 2**53; the rows where one does (none in a sane log) take Python's
+    own arithmetic. A size, numRecords or DV cardinality below zero is a corrupt log.
     """
-    size = adds["size"].take(rows)
-    deleted = pc.coalesce(pc.struct_field(adds["deletion_vector"].take(rows), "cardinality"), 0)
-    maybe = pc.or_(pc.less(size, policy.small_file_threshold), pc.greater(deleted, 0))
-    picked = pc.indices_nonzero(maybe.combine_chunks())
-    positions = rows.take(picked)
-    made_for = pc.map_lookup(adds["tags"].take(positions), OPTIMIZE_TARGET_SIZE, "last")
-    columns = zip(
-        positions.to_pylist(),
-        groups.take(picked).to_pylist(),
-        size.take(picked).to_pylist(),
-        adds["num_records"].take(positions).to_pylist(),
-        deleted.take(picked).to_pylist(),
-        made_for.to_pylist(),
-        strict=True,
-    )
-    for position, group, file_size, physical, deleted_rows, tag in columns:
-        candidate = _candidate(position, file_size, physical, deleted_rows, tag, policy)
-        if candidate is not None:
-            yield group, candidate
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        rows: pa.Array,
+        partitions: _Partitions,
+        policy: CompactionPolicy,
+    ) -> None:
+        adds = snapshot.adds
+        size = adds["size"].take(rows).combine_chunks()
+        dv = adds["deletion_vector"].take(rows).combine_chunks()
+        deleted = pc.coalesce(pc.struct_field(dv, "cardinality"), 0)
+        # the first cut: a null size (never a sane log) is never a candidate, as before
+        maybe = pc.or_(pc.less(size, policy.small_file_threshold), pc.greater(deleted, 0))
+        cut = pc.indices_nonzero(pc.fill_null(maybe, False))
+        rows, size, deleted = rows.take(cut), size.take(cut), deleted.take(cut)
+        physical = adds["num_records"].take(rows).combine_chunks()
+        _refuse_negative(snapshot, rows, (size, physical, deleted))
+        known = pc.fill_null(pc.not_equal(physical, 0), False)
+        divisor = pc.if_else(known, physical, 1)
+        live = pc.max_element_wise(pc.subtract(divisor, deleted), 0)
+        weight = pc.if_else(known, pc.divide(pc.multiply(size, live), divisor), size)
+        as_float = pc.CastOptions(pa.float64(), allow_float_truncate=True)
+        ratio = pc.divide(pc.cast(deleted, options=as_float), pc.cast(divisor, options=as_float))
+        over = pc.greater(ratio, policy.max_deleted_rows_ratio)
+        purge = pc.if_else(known, over, pc.greater(deleted, 0))
+        inexact = pc.or_(
+            pc.or_(pc.greater(divisor, _EXACT), pc.greater(deleted, _EXACT)),
+            pc.greater(size, pc.divide(_INT64_MAX, pc.max_element_wise(live, 1))),
+        )
+        redo = pc.and_(known, inexact)
+        if pc.any(redo).as_py():
+            weight, purge = _exactly(redo, (size, physical, deleted), (weight, purge), policy)
+        picked = pc.indices_nonzero(pc.or_(purge, pc.less(size, policy.small_file_threshold)))
+        self.position = rows.take(picked)
+        self.weight = weight.take(picked)
+        self.purge = purge.take(picked)
+        self.size = size.take(picked)
+        self.counted = physical.take(picked).is_valid()
+        made_for = pc.map_lookup(adds["tags"].take(self.position), OPTIMIZE_TARGET_SIZE, "last")
+        settling = [
+            t
+            for t in pc.unique(made_for).drop_null().to_pylist()
+            if (target := optimized_for({OPTIMIZE_TARGET_SIZE: t})) is not None
+            and target >= policy.target_file_size
+        ]
+        settling_tags = pa.array(settling, pa.string())
+        self.settled = pc.and_(pc.invert(self.purge), pc.is_in(made_for, value_set=settling_tags))
+        self.spelling = partitions.groups.take(cut).take(picked)
+        key_index = {key: i for i, key in enumerate(dict.fromkeys(partitions.keys))}
+        self.key = pa.array([key_index[k] for k in partitions.keys], pa.int64()).take(self.spelling)
+
+    def packed(self, policy: CompactionPolicy) -> list[_Group]:
+        """Each partition's kept bins (module header), unordered. A partition whose candidates
+        but the settled ones make no bin by themselves plans nothing; without settled
+        candidates those are the kept bins themselves."""
+        everything = pa.array(range(len(self.key)), pa.int64())
+        groups = self._next_fit(everything, policy)
+        if not pc.any(self.settled).as_py():
+            return groups
+        unsettled = self._next_fit(pc.indices_nonzero(pc.invert(self.settled)), policy)
+        planning = {g.key for g in unsettled}
+        return [g for g in groups if g.key in planning]
+
+    def _next_fit(self, subset: pa.Array, policy: CompactionPolicy) -> list[_Group]:
+        """The kept bins of next-fit over the candidates ``subset`` (ascending indices), each
+        partition apart in log order. A candidate heavier than ``T - M`` is a bin of its own
+        and out of the sequence; in the sequence a bin from candidate ``s`` takes every next
+        one while the sum fits ``T``: one bisection of the prefix sums (weights are >= 0)."""
+        target = policy.target_file_size
+        order = subset.take(pc.sort_indices(self.key.take(subset)))  # stable: log order kept
+        solo = pc.greater(self.weight.take(order), target - policy.small_file_threshold)
+        alone = order.filter(solo)
+        groups = [
+            _Group(k, [i], w, p)
+            for i, k, w, p in zip(
+                alone.to_pylist(),
+                self.key.take(alone).to_pylist(),
+                self.weight.take(alone).to_pylist(),
+                self.purge.take(alone).to_pylist(),
+                strict=True,
+            )
+            if p  # a lone candidate is kept only to purge its DV
+        ]
+        sequence = order.filter(pc.invert(solo))
+        if not len(sequence):
+            return groups
+        runs = pc.run_end_encode(self.key.take(sequence))
+        ends, keys = runs.run_ends.to_pylist(), runs.values.to_pylist()
+        cum = [0, *pc.cumulative_sum_checked(self.weight.take(sequence)).to_pylist()]
+        purging = pc.indices_nonzero(self.purge.take(sequence)).to_pylist()
+        members = sequence.to_pylist()
+        start = 0
+        for key, end in zip(keys, ends, strict=True):
+            s = start
+            while s < end:
+                e = bisect_right(cum, cum[s] + target, s + 1, end + 1) - 1
+                purges = bisect_left(purging, s) < bisect_left(purging, e)
+                if e - s >= 2 or purges:
+                    groups.append(_Group(key, members[s:e], cum[e] - cum[s], purges))
+                s = e
+            start = end
+        return groups
+
+    def bins(
+        self, snapshot: Snapshot, chosen: Sequence[_Group], partitions: _Partitions
+    ) -> list[Bin]:
+        """The chosen groups as bins over the snapshot's rows, their sizes summed on the
+        columns, one partition per bin checked there (:meth:`Bin.planned` checks the counts,
+        :attr:`Bin.sources` the objects)."""
+        lengths = [len(g.members) for g in chosen]
+        flat = pa.array(chain.from_iterable(g.members for g in chosen), pa.int64())
+        offsets = pa.array(accumulate(lengths, initial=0), pa.int32())
+        numbers = pc.list_parent_indices(pa.ListArray.from_arrays(offsets, flat))
+        aggregates = [("size", "sum"), ("size", "max"), ("counted", "all")]
+        aggregates += [("key", "min"), ("key", "max")]
+        columns = {"bin": numbers, "size": self.size, "counted": self.counted, "key": self.key}
+        per_bin = (
+            pa.table({name: c if name == "bin" else c.take(flat) for name, c in columns.items()})
+            .group_by("bin", use_threads=False)
+            .aggregate(aggregates)
+            .sort_by("bin")
+        )
+        if per_bin["key_min"] != per_bin["key_max"]:
+            raise InternalError("the planner mixed partitions in a bin")
+        rows = _PlannedRows(snapshot, self.position.take(flat))
+        starts = accumulate(lengths, initial=0)
+        spelling = self.spelling.to_pylist()
+        return [
+            Bin.planned(
+                rows,
+                range(start, start + len(g.members)),
+                partitions.first[spelling[g.members[0]]][0],
+                g.weight,
+                g.purges,
+                not counted,
+                (total, largest),
+            )
+            for g, start, total, largest, counted in zip(
+                chosen,
+                starts,
+                per_bin["size_sum"].to_pylist(),
+                per_bin["size_max"].to_pylist(),
+                per_bin["counted_all"].to_pylist(),
+                strict=False,
+            )
+        ]
 
 
-def _candidate(
-    position: int,
-    size: int,
-    physical: int | None,
-    deleted: int,
-    made_for_tag: str | None,
+class _Group(NamedTuple):
+    """A packed group of candidates: its partition key, the candidates (indices, log order),
+    their total weight, and whether one purges a DV."""
+
+    key: int
+    members: list[int]
+    weight: int
+    purges: bool
+
+
+def _refuse_negative(snapshot: Snapshot, rows: pa.Array, columns: Sequence[pa.Array]) -> None:
+    """A size, numRecords or DV cardinality below zero is a corrupt log (the weights of such a
+    file would not add up)."""
+    negative = pc.less(columns[0], 0)
+    for column in columns[1:]:
+        negative = pc.or_kleene(negative, pc.less(column, 0))
+    if pc.any(negative).as_py():
+        row = rows[pc.index(negative, True).as_py()].as_py()
+        raise CorruptLogError(
+            "a live add has a negative size, numRecords or deletion vector cardinality",
+            table=snapshot.table,
+            version=snapshot.version,
+            path=snapshot.adds["path"][row].as_py(),
+        )
+
+
+def _exactly(
+    rows: pa.Array,
+    counts: tuple[pa.Array, pa.Array, pa.Array],
+    rule: tuple[pa.Array, pa.Array],
     policy: CompactionPolicy,
-) -> _Candidate | None:
-    """A file as a candidate with its weight, or None when it is fine as it is."""
-    if physical is None or physical == 0:
-        # Unknown counts (or an empty file with a DV, which is inconsistent): weigh the whole
-        # file and purge any DV, as Spark does for a DV without numRecords (§3.8).
-        live_bytes, purge = size, deleted > 0
-    else:
-        live_bytes = size * max(physical - deleted, 0) // physical
-        purge = deleted / physical > policy.max_deleted_rows_ratio
-    if not purge and size >= policy.small_file_threshold:
-        return None
-    made_for = optimized_for({OPTIMIZE_TARGET_SIZE: made_for_tag} if made_for_tag else None)
-    settled = not purge and made_for is not None and made_for >= policy.target_file_size
-    return _Candidate(position, live_bytes, purge, settled, physical is not None)
-
-
-def _pack(candidates: Sequence[_Candidate], policy: CompactionPolicy) -> list[list[_Candidate]]:
-    """Next-fit over one partition's candidates in log order; see the module header."""
-    target = policy.target_file_size
-    solo_above = target - policy.small_file_threshold
-    groups: list[list[_Candidate]] = []
-    current: list[_Candidate] = []
-    current_bytes = 0
-    for candidate in candidates:
-        if candidate.live_bytes > solo_above:
-            groups.append([candidate])  # a purge candidate: rewritten alone, out of sequence
-            continue
-        if current and current_bytes + candidate.live_bytes > target:
-            groups.append(current)
-            current, current_bytes = [], 0
-        current.append(candidate)
-        current_bytes += candidate.live_bytes
-    if current:
-        groups.append(current)
-    return [g for g in groups if len(g) >= 2 or any(c.purge for c in g)]
-
-
-def _bin(group: Sequence[_Candidate], files: Mapping[int, AddFile]) -> Bin:
-    """A packed group as a bin, its sources the objects ``files`` made for its rows."""
-    sources = tuple(files[c.position] for c in group)
-    return Bin(
-        partition_values=sources[0].partition_values,
-        sources=sources,
-        estimated_bytes=sum(c.live_bytes for c in group),
-        purges_dvs=any(c.purge for c in group),
-        needs_footer_counts=not all(c.counted for c in group),
+) -> tuple[pa.Array, pa.Array]:
+    """``rule`` (weights and purges) with the ``rows`` (a mask) whose ``counts`` (size,
+    numRecords, deleted) Arrow may not compute exactly redone in Python's integers."""
+    found = pc.indices_nonzero(rows)
+    size, physical, deleted = (c.take(found).to_pylist() for c in counts)
+    weight = [s * max(p - d, 0) // p for s, p, d in zip(size, physical, deleted, strict=True)]
+    ratio = policy.max_deleted_rows_ratio
+    purge = [d / p > ratio for p, d in zip(physical, deleted, strict=True)]
+    return (
+        pc.replace_with_mask(rule[0], rows, pa.array(weight, pa.int64())),
+        pc.replace_with_mask(rule[1], rows, pa.array(purge, pa.bool_())),
     )
 
 

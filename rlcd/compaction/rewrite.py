@@ -25,7 +25,9 @@ With ``rewrite = "auto"`` a bin whose sources hold row groups to copy as they ar
 (:mod:`rlcd.parquet.copy_plan`, planned from their footers) takes the copy path instead
 (:func:`_rewrite_copying`): in order, each copied row group is counted from its footer and its
 stats taken from its statistics, each run of the rest decoded and encoded into a local file of
-its own row groups; the output is then laid out of both (:mod:`rlcd.parquet.assemble`),
+its own row groups (a copied row group's patched columns into a patches file,
+:mod:`rlcd.compaction._patches`); the output is then laid out of them
+(:mod:`rlcd.parquet.assemble`),
 written by :mod:`rlcd.compaction._copy`, and its footer read back and checked before anything
 may commit it. Every other bin, and every bin with ``rewrite = "reencode"``, runs as above.
 """
@@ -37,7 +39,7 @@ import os
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -56,11 +58,12 @@ from rlcd._tasks import gather, primary_error
 from rlcd.compaction._copy import (
     FOOTER_GUESS,
     CopiedBytes,
+    LocalFiles,
     read_footer,
     write_local,
     write_streamed,
 )
-from rlcd.compaction._projection import chunk_ranges
+from rlcd.compaction._patches import PatchFile
 from rlcd.compaction._stats import StatsAccumulator
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import DEFAULT_MIN_COPY_ROW_GROUP, REWRITES
@@ -71,6 +74,7 @@ from rlcd.compaction.source import (
     fetch_projected,
     fetch_source,
 )
+from rlcd.delta.actions import AddFile
 from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, object_key, partition_dir, partition_scalar
 from rlcd.delta.schema import DataType
@@ -81,6 +85,7 @@ from rlcd.parquet.copy_plan import (
     Copy,
     CopyPlan,
     OutputSchema,
+    Reason,
     Reencode,
     Source,
     Step,
@@ -90,6 +95,7 @@ from rlcd.parquet.copy_plan import (
 from rlcd.parquet.copy_plan import Run as CopyRun
 from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
 from rlcd.parquet.footer import footer_span, parse_footer
+from rlcd.parquet.ranges import chunk_ranges
 from rlcd.parquet.split_writer import SplitWriter
 from rlcd.reconcile.counter import BatchCounter, Run, guard_offsets
 from rlcd.storage.base import FileWriter, ObjectMeta, ObjectStore, ObjectWriter
@@ -100,6 +106,7 @@ __all__ = (
     "RewrittenBin",
     "CopySummary",
     "plan_bin_copy",
+    "may_copy",
     "parquet_writer",
     "handoff_bytes",
     "rewrite_bin",
@@ -829,7 +836,7 @@ async def _rewrite(
     slot: _Slot,
     split: bool,
 ) -> RewrittenBin:
-    if settings.rewrite == "auto":
+    if may_copy(bin_, settings):
         planned = await _copy_plan(store, bin_, settings)
         if planned is not None:
             return await _rewrite_copying(store, bin_, planned.settings, planned)
@@ -965,51 +972,89 @@ def _variants(bin_: Bin, settings: RewriteSettings) -> list[RewriteSettings]:
     ]
 
 
-def _plan(
-    bin_: Bin, settings: RewriteSettings, keys: tuple[str, ...], spans: list[bytes]
-) -> _Planned | None:
-    """The copy plan under the writer's variant that copies the most source bytes."""
+def _choose(
+    bin_: Bin, settings: RewriteSettings, adds: Sequence[AddFile], spans: Sequence[bytes]
+) -> tuple[int, CopyPlan, list[RewriteSettings], list[bytes]]:
+    """The plan of ``adds`` (some or all of the bin's sources, with their footer spans) under
+    the writer's variant that copies the most source bytes: its index, the plan, the variants
+    and their empty files."""
     variants = _variants(bin_, settings)
     empties = [_empty_file(variant) for variant in variants]
     sources = [
-        Source(span, add.deletion_vector is not None)
-        for span, add in zip(spans, bin_.sources, strict=True)
+        Source(span, add.deletion_vector is not None) for span, add in zip(spans, adds, strict=True)
     ]
     chosen, plan = choose_plan(
         sources,
         [OutputSchema.of(_tail_footer(empty)) for empty in empties],
         settings.min_copy_row_group,
         codec=_PARQUET_CODECS[settings.codec] if settings.recompress else None,
+        # columns matched by field id, or partition columns, are never patched (fail closed)
+        patchable=frozenset()
+        if settings.read.by_field_id
+        else frozenset(settings.read.target.names) - set(settings.partition_columns),
     )
-    if not any(isinstance(step, Copy) for step in plan.steps):
+    return chosen, plan, variants, empties
+
+
+def _copies(plan: CopyPlan) -> bool:
+    return any(isinstance(step, Copy) for step in plan.steps)
+
+
+def _plan(
+    bin_: Bin, settings: RewriteSettings, keys: tuple[str, ...], spans: list[bytes]
+) -> _Planned | None:
+    """The copy plan under the writer's variant that copies the most source bytes."""
+    chosen, plan, variants, empties = _choose(bin_, settings, bin_.sources, spans)
+    if not _copies(plan):
         return None
     footers = tuple(parse_footer(span) for span in spans)
     return _Planned(plan, keys, tuple(spans), footers, variants[chosen], empties[chosen])
 
 
+def may_copy(bin_: Bin, settings: RewriteSettings) -> bool:
+    """Whether the bin's rewrite may copy a row group, from the plan alone: the copy path is
+    on and some source is at least ``min_copy_row_group`` bytes (a row group's compressed
+    bytes lie within its file). Else its footers are not read."""
+    return settings.rewrite == "auto" and bin_.largest_source_bytes >= settings.min_copy_row_group
+
+
 async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
     """The bin's copy plan from its sources' footers (one ranged GET of each tail), when it
     copies any row group. None when it copies none, or when a footer cannot be read or
-    planned: the re-encode path then reads the file, and reports what is wrong with it. A bin
-    whose files are all smaller than ``min_copy_row_group`` holds no row group to copy: its
-    footers are not read (a small-file bin costs no request more than before)."""
-    if all(add.size < settings.min_copy_row_group for add in bin_.sources):
-        return None
-    keys = tuple(object_key(store.root, add.path) for add in bin_.sources)
+    planned: the re-encode path then reads the file, and reports what is wrong with it.
+
+    A source smaller than ``min_copy_row_group`` holds no row group to copy (a row group's
+    compressed bytes lie within its file), so it changes neither whether the bin copies nor
+    which variant copies most: the footers of the sources that may copy are read and planned
+    first, and the small ones' only when that plan copies (the whole plan needs every
+    source's row groups). A bin of small files is not planned (:func:`may_copy`)."""
+    least = settings.min_copy_row_group
+    adds = bin_.sources
+    keys = tuple(object_key(store.root, add.path) for add in adds)
     if any(key is None for key in keys):
         return None
     found = tuple(key for key in keys if key is not None)
+    big = [i for i, add in enumerate(adds) if add.size >= least]
     try:
-        spans = await gather(
-            *(
-                read_footer(store, key, add.size)
-                for key, add in zip(found, bin_.sources, strict=True)
-            )
-        )
-        return await anyio.to_thread.run_sync(_plan, bin_, settings, found, spans)
+        spans = dict(zip(big, await _footers(store, found, adds, big), strict=True))
+        big_spans, big_adds = [spans[i] for i in big], [adds[i] for i in big]
+        _, plan, _, _ = await anyio.to_thread.run_sync(_choose, bin_, settings, big_adds, big_spans)
+        if not _copies(plan):
+            return None
+        small = [i for i in range(len(adds)) if i not in spans]
+        spans.update(zip(small, await _footers(store, found, adds, small), strict=True))
+        every = [spans[i] for i in range(len(adds))]
+        return await anyio.to_thread.run_sync(_plan, bin_, settings, found, every)
     except (ValueError, NotFoundError, pa.ArrowException, OSError) as exc:
         log.info("copy_plan_skipped", table=settings.table, bin=bin_.bin_id, reason=str(exc))
         return None
+
+
+async def _footers(
+    store: ObjectStore, keys: Sequence[str], adds: Sequence[AddFile], which: Sequence[int]
+) -> list[bytes]:
+    """The footer spans of the sources ``which``, read together."""
+    return await gather(*(read_footer(store, keys[i], adds[i].size) for i in which))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1028,7 +1073,7 @@ async def plan_bin_copy(
 ) -> CopySummary | None:
     """What the bin's rewrite would copy (reading its sources' footers), or None when it
     would copy nothing (``rewrite = "reencode"``, small files only, or nothing qualifies)."""
-    planned = await _copy_plan(store, bin_, settings) if settings.rewrite == "auto" else None
+    planned = await _copy_plan(store, bin_, settings) if may_copy(bin_, settings) else None
     if planned is None:
         return None
     copied = [c for c in planned.plan.choices if c.copy]
@@ -1045,7 +1090,7 @@ class _Steps:
     stats (its footer's bounds, its :meth:`StatsAccumulator.batch_columns` decoded). Sources
     are fetched one at a time, in order; every source is started in order (its zero-length
     run), also one without row groups. A source none of whose rows is re-encoded is fetched
-    only for those columns, and not at all without any."""
+    only for those columns and its patched ones, and not at all without any."""
 
     def __init__(
         self,
@@ -1054,15 +1099,18 @@ class _Steps:
         settings: RewriteSettings,
         planned: _Planned,
         encoder: _Encoder,
+        patches: PatchFile,
     ) -> None:
         self._store, self._bin, self._settings = store, bin_, settings
-        self._planned, self._encoder = planned, encoder
+        self._planned, self._encoder, self._patches = planned, encoder, patches
         self._columns = encoder.stats.batch_columns()
         self._copied_groups: dict[int, list[int]] = {}
+        self._patched: dict[int, list[str]] = {}  # a source's patched columns (all its copies')
         self._reencoded: set[int] = set()
         for step in planned.plan.steps:
             if isinstance(step, Copy):
                 self._copied_groups.setdefault(step.source, []).append(step.row_group)
+                self._patched[step.source] = self._names(step)
             else:
                 self._reencoded.update(run.source for run in step.runs)
         self._started = 0
@@ -1075,7 +1123,8 @@ class _Steps:
         steps: list[Step] = []
         for step in self._planned.plan.steps:
             if isinstance(step, Copy):
-                decoded = await self._source(step.source, decode=bool(self._columns))
+                decode = bool(self._columns or step.patched)
+                decoded = await self._source(step.source, decode=decode)
                 await anyio.to_thread.run_sync(self._copied, step, decoded)
                 steps.append(step)
                 continue
@@ -1129,8 +1178,9 @@ class _Steps:
         if index in self._reencoded or self._store.local_files() is not None:
             return await fetch_source(self._store, add, settings.read, version=settings.version)
         try:
+            columns = dict.fromkeys((*self._columns, *self._patched[index]))
             ranges = chunk_ranges(
-                self._planned.footers[index], self._copied_groups[index], self._columns, add.size
+                self._planned.footers[index], self._copied_groups[index], columns, add.size
             )
         except ValueError as exc:
             raise CorruptDataError(
@@ -1142,8 +1192,25 @@ class _Steps:
     def _copied(self, step: Copy, decoded: DecodedSource | None) -> None:
         self._encoder.counter.record(step.source, step.rows)
         columns = None if decoded is None else decoded.columns(step.row_group, self._columns)
-        self._encoder.stats.update_copied_row_group(
-            columns, step.rows, inexact_statistics(step.group)
+        inexact = inexact_statistics(step.group)
+        if step.patched:
+            assert decoded is not None
+            patch = self._patches.add(self._patch(step, decoded))
+            patched = inexact_statistics(patch.row_group())
+            inexact = (inexact - set(step.patched)) | {step.patched[i] for i in patched}
+        self._encoder.stats.update_copied_row_group(columns, step.rows, inexact)
+
+    def _names(self, step: Copy) -> list[str]:
+        """The top-level names of a copy's patched columns."""
+        schema = self._planned.footers[step.source].schema
+        return [schema.column(column).path for column in step.patched]
+
+    def _patch(self, step: Copy, decoded: DecodedSource) -> pa.Table:
+        """The patched columns of a copied row group, decoded, as the output's fields."""
+        names = self._names(step)
+        output = _output_schema(self._settings)
+        return decoded.columns(step.row_group, names).cast(
+            pa.schema([output.field(name) for name in names])
         )
 
     def _encode(self, run: CopyRun, decoded: DecodedSource) -> int:
@@ -1176,13 +1243,22 @@ def _file_footer(path: str) -> tuple[bytes, int]:
     return tail[len(tail) - span :], size
 
 
+def _patch_writer(
+    sink: pa.NativeFile, schema: pa.Schema, *, settings: RewriteSettings
+) -> pq.ParquetWriter:
+    """The writer of a patch: the output's, for some of its fields."""
+    return parquet_writer(sink, settings, schema=schema)
+
+
 async def _encode_steps(
-    store: ObjectStore, bin_: Bin, settings: RewriteSettings, planned: _Planned, encoded: str
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings, planned: _Planned, local: LocalFiles
 ) -> tuple[Assembly, _Encoder]:
-    """Write the re-encode steps into the local file ``encoded`` and lay the output out."""
+    """Write the re-encode steps into the local encoded file, the patched columns into the
+    patches file, and lay the output out."""
     stats = StatsAccumulator(settings.stats, footer_schema=_output_schema(settings))
-    encoder = _Encoder(settings, encoded, stats, footer_stats=False)
-    steps = _Steps(store, bin_, settings, planned, encoder)
+    encoder = _Encoder(settings, local.encoded, stats, footer_stats=False)
+    patches = PatchFile(local.patches, partial(_patch_writer, settings=settings))
+    steps = _Steps(store, bin_, settings, planned, encoder, patches)
     try:
         plan = await steps.run()
         await anyio.to_thread.run_sync(encoder.close)
@@ -1194,8 +1270,8 @@ async def _encode_steps(
     if encoder.writer is None:  # nothing re-encoded: the empty file gives the footer
         footer, size = _tail_footer(planned.empty), len(planned.empty)
     else:
-        footer, size = await anyio.to_thread.run_sync(_file_footer, encoded)
-    assembly = assemble(plan, footer, size)
+        footer, size = await anyio.to_thread.run_sync(_file_footer, local.encoded)
+    assembly = assemble(plan, footer, size, patches.patches)
     if stats.num_records != assembly.num_rows:
         raise InternalError(
             f"bin {bin_.bin_id}: stats saw {stats.num_records} rows, the output holds"
@@ -1205,7 +1281,7 @@ async def _encode_steps(
 
 
 async def _write_output(
-    store: ObjectStore, key: str, assembly: Assembly, planned: _Planned, encoded: str
+    store: ObjectStore, key: str, assembly: Assembly, planned: _Planned, encoded: LocalFiles
 ) -> tuple[ObjectMeta, CopiedBytes]:
     """Write the output's pieces to ``key`` and publish it."""
     files = store.local_files()
@@ -1247,12 +1323,16 @@ async def _rewrite_copying(
     temp file, then the output's pieces (copied ranges, encoded ranges, the footer) written to
     the store, its footer read back and checked before anything may commit it."""
     key = output_key(bin_, settings.partition_columns, settings.codec)
-    fd, encoded = tempfile.mkstemp(prefix="rlcd-encoded-", suffix=".parquet")
-    os.close(fd)
+    paths = []
+    for prefix in ("rlcd-encoded-", "rlcd-patches-"):
+        fd, path = tempfile.mkstemp(prefix=prefix, suffix=".parquet")
+        os.close(fd)
+        paths.append(path)
+    local = LocalFiles(*paths)
     try:
-        assembly, encoder = await _encode_steps(store, bin_, settings, planned, encoded)
+        assembly, encoder = await _encode_steps(store, bin_, settings, planned, local)
         try:
-            meta, moved = await _write_output(store, key, assembly, planned, encoded)
+            meta, moved = await _write_output(store, key, assembly, planned, local)
         except (OSError, ValueError) as exc:
             raise CorruptDataError(
                 f"the output's pieces could not be copied: {exc}",
@@ -1261,9 +1341,11 @@ async def _rewrite_copying(
             ) from exc
         await _check_written(store, key, meta, assembly, encoder.stats)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(encoded)
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     copied = sum(1 for step in planned.plan.steps if isinstance(step, Copy))
+    patched = [c for c in planned.plan.choices if c.patched]
     log.info(
         "bin_copied",
         table=settings.table,
@@ -1273,7 +1355,11 @@ async def _rewrite_copying(
         server_copied_bytes=moved.server,
         reencoded_row_groups=len(assembly.row_groups) - copied,
         reencoded_bytes=moved.encoded,
-        reasons=sorted({str(c.reason) for c in planned.plan.choices if c.reason is not None}),
+        patched_row_groups=len(patched),
+        reasons=sorted(
+            {str(c.reason) for c in planned.plan.choices if c.reason is not None}
+            | ({str(Reason.STORAGE)} if patched else set())
+        ),
         decimals_as_integers=settings.decimals_as_integers,
         partition_columns_written=bool(settings.written_partitions),
     )

@@ -33,6 +33,7 @@ from rlcd.parquet.batching import MAX_BATCH_ROWS, batch_rows, footer_row_bytes, 
 from rlcd.parquet.footer import footer_span, parse_footer
 from rlcd.reconcile.positions import DeletedRows
 from rlcd.storage.base import ObjectStore
+from rlcd.storage.sparse import ShortObjectError, sparse_copy
 
 __all__ = (
     "ReadOptions",
@@ -142,7 +143,7 @@ async def fetch_projected(
     version: int,
 ) -> FetchedSource:
     """The source with only its ``footer`` (the span already read) and the byte ``ranges``
-    (:func:`rlcd.compaction._projection.chunk_ranges`) fetched, at their offsets in a sparse
+    (:func:`rlcd.parquet.ranges.chunk_ranges`) fetched, at their offsets in a sparse
     local file of the source's size: pyarrow reads the column chunks inside them and nothing
     else, so the holes are never read. Memory holds one ranged GET at a time. The file is
     deleted before this returns, whatever happens: the open file pins it until closed.
@@ -154,38 +155,20 @@ async def fetch_projected(
     """
     key = _key(store, add, version)
     dv = await read_deletion_vector(store, add, version=version)
-    fd, path = tempfile.mkstemp(prefix="rlcd-projected-", suffix=".parquet")
     try:
-        os.ftruncate(fd, add.size)
-        _write_at(fd, footer, add.size - len(footer))
-        for start, stop in ranges:
-            for at in range(start, stop, _SPILL_CHUNK):
-                end = min(stop, at + _SPILL_CHUNK)
-                data = await store.get(key, start=at, end=end)
-                if len(data) != end - at:
-                    raise CorruptDataError(
-                        f"data file holds {len(data)} bytes at {at}, {end - at} expected",
-                        table=store.root,
-                        version=version,
-                        path=add.path,
-                    )
-                _write_at(fd, data, at)
-        file = pa.OSFile(path)
+        async with sparse_copy(store, key, add.size, prefix="rlcd-projected-") as copy:
+            copy.write(footer, add.size - len(footer))
+            await copy.fetch(ranges)
+            file = pa.OSFile(copy.path)
+    except ShortObjectError as exc:
+        raise CorruptDataError(
+            f"data file {exc}", table=store.root, version=version, path=add.path
+        ) from exc
     except NotFoundError as exc:
         raise MissingDataFileError(
             "data file is missing", table=store.root, version=version, path=add.path
         ) from exc
-    finally:
-        os.close(fd)
-        os.unlink(path)
     return FetchedSource(add, key, dv, file=file)
-
-
-def _write_at(fd: int, data: bytes | bytearray, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
 
 
 async def _spill(store: ObjectStore, key: str, size: int) -> str:

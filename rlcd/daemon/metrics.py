@@ -299,8 +299,9 @@ class Metrics:
         )
         self.checkpoints_written = self._counter(
             "rlcd_checkpoints_written",
-            "Checkpoints the daemon wrote because the table's newest one lagged its version by "
-            "more than twice delta.checkpointInterval",
+            "Checkpoints rlcd wrote: after its commits (compaction, vacuum) at a multiple of "
+            "delta.checkpointInterval, and when the table's newest one lagged by more than "
+            "twice it",
         )
         self.checkpoint_lag = self._gauge(
             "rlcd_checkpoint_lag_versions",
@@ -376,6 +377,8 @@ class Metrics:
         for failure in report.failed:
             if failure.bin.bin_id not in judged:
                 self.bins_aborted.labels(table, _failure_reason(failure)).inc()
+        if report.checkpoint is not None:
+            self.count_checkpoint(table)
         if report.committed_version is not None:
             self.version.labels(table).set(report.committed_version)
             self.last_compaction.labels(table).set(now_s)
@@ -390,14 +393,17 @@ class Metrics:
         was skipped: another run of rlcd held the table's lease."""
         self.lease_skips.labels(table, work).inc()
 
-    def record_vacuum(self, table: str, *, files: int, nbytes: int) -> None:
-        """A vacuum of ``table`` deleted ``files`` files of ``nbytes`` bytes."""
+    def record_vacuum(self, table: str, *, files: int, nbytes: int, checkpoints: int) -> None:
+        """A vacuum of ``table`` deleted ``files`` files of ``nbytes`` bytes, and wrote
+        ``checkpoints`` after its commits."""
         self.vacuum_files.labels(table).inc(files)
         self.vacuum_bytes.labels(table).inc(nbytes)
+        if checkpoints:
+            self.count_checkpoint(table, checkpoints)
 
-    def count_checkpoint(self, table: str) -> None:
-        """The daemon wrote a checkpoint of ``table`` (its lag had grown too long)."""
-        self.checkpoints_written.labels(table).inc()
+    def count_checkpoint(self, table: str, checkpoints: int = 1) -> None:
+        """rlcd wrote ``checkpoints`` of ``table`` (after a commit, or its lag grew too long)."""
+        self.checkpoints_written.labels(table).inc(checkpoints)
 
     def set_checkpoint_lag(self, table: str, versions: int) -> None:
         """``table``'s newest checkpoint lags its last version seen by ``versions``."""

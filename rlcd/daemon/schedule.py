@@ -84,10 +84,10 @@ class Backlog:
         per_partition: dict[tuple[tuple[str, str | None], ...], int] = {}
         for b in bins:
             key = tuple(sorted(b.partition_values.items(), key=lambda item: item[0]))
-            per_partition[key] = per_partition.get(key, 0) + len(b.sources)
+            per_partition[key] = per_partition.get(key, 0) + b.num_sources
         return cls(
             bins=len(bins),
-            files=sum(len(b.sources) for b in bins),
+            files=sum(b.num_sources for b in bins),
             bytes=sum(b.estimated_bytes for b in bins),
             max_partition_files=max(per_partition.values(), default=0),
             purges_dvs=any(b.purges_dvs for b in bins),

@@ -2,7 +2,8 @@
 
 Theory of operation (rlc-design.md §7, Run). One :class:`Supervisor` owns every table's
 :class:`~rlcd.daemon._watch.TableWatch` and the pure :class:`~rlcd.daemon.schedule.Schedule`.
-Every ``poll_interval`` it polls the tables (one LIST each when idle), plans the changed ones
+Every ``poll_interval`` (from one pass's start to the next's: a pass that takes longer is
+followed at once) it polls the tables (one LIST each when idle), plans the changed ones
 (:func:`~rlcd.compaction.compact.plan_table`, in a worker thread) and starts the tables the
 schedule picks, each a :func:`~rlcd.compaction.compact.compact_table` run in the supervisor's
 work task group, all sharing the bin and memory limiters of :class:`Limits` (one root owns
@@ -412,13 +413,16 @@ class Supervisor:
             while not self._stopping:
                 if self._clock() >= next_poll or self._poll_now:
                     # a run that ends only wakes the loop to start the next: the tables are
-                    # polled on the interval (or at once after a reload), not per wake-up
+                    # polled on the interval (or at once after a reload), not per wake-up; it
+                    # counts from the pass's start, so a slow pass (tables loaded again) does
+                    # not delay the next, and a commit is seen by the first pass after it
                     self._poll_now = False
+                    started = self._clock()
                     await self._refresh_tables()
                     self._log_reload()
                     await self._clean_due()
                     await self._poll_all()
-                    next_poll = self._clock() + self.settings.daemon.poll_interval_s
+                    next_poll = started + self.settings.daemon.poll_interval_s
                 self._vacuum_due()  # before compactions: a due vacuum waits for no backlog
                 self._start_ready()
                 self._hold_snapshots()
@@ -938,7 +942,9 @@ class Supervisor:
             files=report.deleted,
             bytes=report.bytes,
         )
-        self.metrics.record_vacuum(t.name, files=report.deleted, nbytes=report.bytes)
+        self.metrics.record_vacuum(
+            t.name, files=report.deleted, nbytes=report.bytes, checkpoints=len(report.checkpoints)
+        )
         log.info(
             "vacuum_done",
             table=t.name,

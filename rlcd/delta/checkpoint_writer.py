@@ -103,7 +103,7 @@ _log = structlog.get_logger(__name__)
 class CheckpointWritten:
     """rlcd wrote the checkpoint of ``version`` at ``key``: ``actions`` rows (the hint's
     ``size``), ``add_files`` of them live files, ``size_in_bytes`` of Parquet, its
-    ``sidecars`` (their keys) included."""
+    ``sidecars`` (their keys, ``sidecar_bytes`` of it) included."""
 
     version: int
     key: str
@@ -111,6 +111,7 @@ class CheckpointWritten:
     add_files: int
     size_in_bytes: int
     sidecars: tuple[str, ...] = ()
+    sidecar_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,13 +322,15 @@ async def write_checkpoint(
         count, size = await _write_file(path, layout.schema, batches, snapshot=snapshot, key=key)
         if not await _publish(store, key, path, size, put_limit):
             return CheckpointExists(version, key)
+    sidecar_bytes = sum(s.size_in_bytes or 0 for s in sidecars)
     written = CheckpointWritten(
         version,
         key,
         count + (len(files) if in_sidecars else 0),
         snapshot.num_files,
-        size + sum(s.size_in_bytes or 0 for s in sidecars),
+        size + sidecar_bytes,
         tuple(f"{SIDECAR_DIR}/{s.path}" for s in sidecars),
+        sidecar_bytes,
     )
     hinted = await _last_checkpoint_version(store)
     if hinted is None or hinted < version:
@@ -373,6 +376,7 @@ async def checkpoint_and_clean(
         actions=result.actions,
         bytes=result.size_in_bytes,
         sidecars=len(result.sidecars),
+        sidecar_bytes=result.sidecar_bytes,
     )
     cleaned = await clean_expired_log(store, snapshot, now_ms=now)
     if cleaned is not None:

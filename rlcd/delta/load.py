@@ -4,16 +4,17 @@ A load reads ``_last_checkpoint`` (a hint, checked and ignored when it lies), li
 there, picks the segment (:mod:`rlcd.delta._segment`), reads the checkpoint and commits, and
 replays them (:mod:`rlcd.delta.replay`). Checkpoint and sidecar Parquet files are read with a
 column projection into Arrow tables (:mod:`rlcd.delta._columnar`): the snapshot's files stay
-columns. :func:`update_snapshot` moves a held snapshot forward by reading only the commits after
-it, at a cost in proportion to them. Every parse failure becomes a :class:`CorruptLogError` naming
-the table, version and file.
+columns. Only the projected chunks are read: in place on a local store, else fetched into a
+sparse temp file (:mod:`rlcd.storage.sparse`). :func:`update_snapshot` moves a held snapshot
+forward by reading only the commits after it, at a cost in proportion to them. Every parse
+failure becomes a :class:`CorruptLogError` naming the table, version and file.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -53,7 +54,10 @@ from rlcd.delta.partitions import object_key
 from rlcd.delta.protocol import TableConfig
 from rlcd.delta.replay import Snapshot, replay_columns
 from rlcd.errors import CorruptLogError, DeletionVectorError, NotFoundError
+from rlcd.parquet.footer import footer_span, parse_footer
+from rlcd.parquet.ranges import chunk_ranges
 from rlcd.storage.base import ObjectMeta, ObjectStore
+from rlcd.storage.sparse import sparse_copy
 
 __all__ = (
     "load_snapshot",
@@ -193,20 +197,6 @@ async def read_commits_after(
         commits.append((current, _parse_commit(data, table=table, version=current, key=key)))
 
 
-def _arrow_owned(data: bytes | bytearray) -> pa.Buffer:
-    """A copy of ``data`` in Arrow's memory.
-
-    The reader's threads let go of the buffer they read after the read returns.
-    A buffer over Python bytes then takes the GIL in an Arrow thread to drop its reference;
-    one doing so while the interpreter exits is killed mid-unwind, and the process aborts
-    (``terminate called without an active exception``, exit 134): 3 runs in 100 of a script
-    reading the fixture checkpoints, 0 in 100 with this copy.
-    """
-    buffer = pa.allocate_buffer(len(data))
-    pa.FixedSizeBufferWriter(buffer).write(data)
-    return buffer
-
-
 async def _gather(calls: Sequence[Any]) -> list[Any]:
     """Run zero-argument coroutine functions with bounded concurrency, keeping their order.
 
@@ -239,19 +229,22 @@ are made a batch at a time, so they add a few MiB to a load's peak, not the size
 (up to the whole file): on the bench's 100k-file checkpoint 177 MiB peak RSS at 8,192 rows,
 241 MiB at 65,536, the same CPU. One thread: decoding every column at once held more pages for
 no shorter load."""
+_TAIL_GUESS = 256 * 1024
+"""Bytes of a remote checkpoint's tail fetched first, for its footer: the bench's 100k-file
+checkpoint's footer is 28 KiB, its 1M-file one's 0.3 MiB (a second GET then)."""
+_Fetch = Callable[[int, list[str]], None]
+"""Makes a row group's chunks of some columns readable (a remote file's copy fetches them)."""
 
 
-def _parse_parquet(buffer: pa.Buffer) -> list[FileActions]:
-    """One checkpoint or sidecar file, read with the replay's column projection, a batch at a
-    time. Spark writes stats_parsed timestamps as INT96; pyarrow's default nanoseconds cannot hold
-    years outside 1677-2262 (9999-12-31 ends many slowly changing dimensions): microseconds can.
-    A batch with adds that have ``stats_parsed`` but no stats text gets its rows of
-    ``add.stats_parsed``, read once for its row group."""
-    file = pq.ParquetFile(pa.BufferReader(buffer), coerce_int96_timestamp_unit="us")
-    columns = projection(file.schema_arrow)
+def _parse_parquet(reader: pq.ParquetFile, fetch: _Fetch | None) -> list[FileActions]:
+    """One checkpoint or sidecar file, read with the replay's column projection (whose chunks
+    are readable), a batch at a time. Runs in a worker thread. A batch with adds that have
+    ``stats_parsed`` but no stats text gets its rows of ``add.stats_parsed``, read (after
+    ``fetch``) once for its row group."""
+    columns = projection(reader.schema_arrow)
     parts = []
-    for group in range(file.metadata.num_row_groups):
-        batches = file.iter_batches(
+    for group in range(reader.metadata.num_row_groups):
+        batches = reader.iter_batches(
             batch_size=_BATCH_ROWS, row_groups=[group], columns=columns, use_threads=False
         )
         offset, parsed = 0, None
@@ -260,29 +253,123 @@ def _parse_parquet(buffer: pa.Buffer) -> list[FileActions]:
             stats = None
             if needs_stats_parsed(table):
                 if parsed is None:
-                    parsed = file.read_row_group(group, columns=["add.stats_parsed"])
+                    if fetch is not None:
+                        fetch(group, ["add.stats_parsed"])
+                    parsed = reader.read_row_group(group, columns=["add.stats_parsed"])
                 stats = parsed.slice(offset, table.num_rows)
             parts.append(checkpoint_file_actions(table, stats))
             offset += table.num_rows
     return parts
 
 
+def _open(file: pa.NativeFile, footer: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    """A checkpoint file's reader. Spark writes stats_parsed timestamps as INT96; pyarrow's
+    default nanoseconds cannot hold years outside 1677-2262 (9999-12-31 ends many slowly
+    changing dimensions): microseconds can."""
+    return pq.ParquetFile(file, metadata=footer, coerce_int96_timestamp_unit="us")
+
+
+async def _read_local_parquet(path: str) -> list[FileActions]:
+    """A local checkpoint read in place: pyarrow reads its footer and the projected chunks
+    only, and the open file pins the version opened, whoever replaces the file meanwhile.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+    """
+    file = await anyio.to_thread.run_sync(pa.OSFile, path)
+    with file:
+        reader = await anyio.to_thread.run_sync(_open, file)
+        parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, reader, None)
+    return parts
+
+
+async def _read_remote_parquet(store: ObjectStore, key: str, size: int) -> list[FileActions]:
+    """A remote checkpoint's footer, then its projected chunks, into a sparse temp file
+    (:mod:`rlcd.storage.sparse`) read by pyarrow: nothing else is fetched, and memory holds a
+    row group's chunks, not the file. Its GETs are not one atomic read: the caller checks the
+    object did not change meanwhile.
+
+    Raises:
+        NotFoundError: the file is missing.
+        ValueError: its tail is not a Parquet footer, a chunk lies outside it, or it is
+            shorter than a chunk's end.
+    """
+    tail = await store.get(key, start=max(0, size - _TAIL_GUESS), end=size)
+    span = footer_span(tail, size)
+    if span > len(tail):
+        tail = await store.get(key, start=size - span, end=size)
+    footer = await anyio.to_thread.run_sync(parse_footer, tail[len(tail) - span :])
+    async with sparse_copy(store, key, size, prefix="rlcd-checkpoint-") as copy:
+        copy.write(tail, size - len(tail))
+        with pa.OSFile(copy.path) as file:
+            reader = await anyio.to_thread.run_sync(_open, file, footer)
+            columns = projection(reader.schema_arrow)
+            await copy.fetch(chunk_ranges(footer, range(footer.num_row_groups), columns, size))
+
+            def fetch(group: int, names: list[str]) -> None:
+                anyio.from_thread.run(copy.fetch, chunk_ranges(footer, [group], names, size))
+
+            parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, reader, fetch)
+    return parts
+
+
+def _same_version(a: ObjectMeta, b: ObjectMeta) -> bool:
+    """Whether two heads of one object found the same version, as far as they tell."""
+    return (a.size, a.last_modified_ms, a.etag) == (b.size, b.last_modified_ms, b.etag)
+
+
+async def _read_parquet_log(
+    store: ObjectStore, key: str, *, table: str, version: int
+) -> list[FileActions]:
+    """A checkpoint or sidecar Parquet file's actions, read in place on a local store, else in
+    ranges, failing closed: a classic checkpoint may be rewritten by another writer meanwhile,
+    and ranges of two versions would read as garbage, or as wrong actions. The object's head
+    before and after the reads must agree (size, modification time, ETag where the store
+    gives one), else it is read once more; a second change is refused.
+
+    Raises:
+        NotFoundError: the file is missing.
+        CorruptLogError: the file changed during both reads.
+        ValueError, ActionError, pyarrow.ArrowException, OSError: it does not read.
+    """
+    files = store.local_files()
+    if files is not None:
+        try:
+            return await _read_local_parquet(files.local_path(key))
+        except FileNotFoundError as exc:
+            raise NotFoundError(operation="get", key=key) from exc
+    for _ in range(2):
+        before = await store.head(key)
+        try:
+            parts = await _read_remote_parquet(store, key, before.size)
+        except (ActionError, pa.ArrowException, OSError, ValueError):
+            if _same_version(before, await store.head(key)):
+                raise
+            continue
+        if _same_version(before, await store.head(key)):
+            return parts
+    raise CorruptLogError(
+        "checkpoint file changed while it was read, twice: another writer is rewriting it",
+        table=table,
+        version=version,
+        path=key,
+    )
+
+
 async def _read_checkpoint_file(
     store: ObjectStore, key: str, fmt: str, *, table: str, version: int
 ) -> list[FileActions]:
-    """A checkpoint file's actions. A Parquet file's bytes are copied into Arrow's memory
-    (:func:`_arrow_owned`) and let go of before it is decoded: a big checkpoint is not held
-    twice."""
+    """A checkpoint file's actions (a Parquet one's, :func:`_read_parquet_log`)."""
     try:
         if fmt == "json":
             data = await _read_log_file(store, key, "checkpoint", table=table, version=version)
             return [file_actions_of(parse_commit(data))]
-        buffer = _arrow_owned(
-            await _read_log_file(store, key, "checkpoint", table=table, version=version)
-        )
-        parts: list[FileActions] = await anyio.to_thread.run_sync(_parse_parquet, buffer)
-        return parts
-    except (ActionError, pa.ArrowException, OSError) as exc:
+        return await _read_parquet_log(store, key, table=table, version=version)
+    except NotFoundError as exc:
+        raise CorruptLogError(
+            "checkpoint file is missing", table=table, version=version, path=key
+        ) from exc
+    except (ActionError, pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLogError(
             f"unreadable checkpoint: {exc}", table=table, version=version, path=key
         ) from exc

@@ -122,6 +122,12 @@ class Snapshot:
         (a plan's bins)."""
         return add_files(take_rows(self.adds, rows))
 
+    def keys_at(self, rows: Sequence[int]) -> tuple[list[str], list[str | None]]:
+        """The paths and DV unique ids (the replay keys) of the live files at these rows of
+        :attr:`adds`, in that order: two lists, no object per file (a plan's bin ids)."""
+        taken = take_rows(self.adds.select(["path", "dv_unique_id"]), rows)
+        return taken["path"].to_pylist(), taken["dv_unique_id"].to_pylist()
+
     def live_files(self, paths: Iterable[str]) -> dict[str, AddFile]:
         """The live files among ``paths``, by canonical path: objects for those rows only, at
         the cost of one pass over the path column."""

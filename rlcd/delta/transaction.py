@@ -13,7 +13,8 @@ the state and the winners that took the version into the state of the next attem
    (the full-jitter schedule of :mod:`rlcd.storage.retry`) and go back to 1;
 4. once committed, write the version's checkpoint when ``delta.checkpointInterval`` says it is
    due, then clean up the expired log
-   (:func:`rlcd.delta.checkpoint_writer.checkpoint_after_commit`; a failure is a warning).
+   (:func:`rlcd.delta.checkpoint_writer.checkpoint_after_commit`; a failure is a warning); the
+   result says which checkpoint it wrote, so the callers above (the daemon's metrics) count it.
 
 An ambiguous put (the store failed, so the object may or may not have been stored) is settled
 by putting the same bytes again and reading the ``txnId`` of whatever holds the version (Spark
@@ -33,7 +34,7 @@ import anyio
 import structlog
 
 from rlcd.delta.actions import Action, CommitInfo
-from rlcd.delta.checkpoint_writer import checkpoint_after_commit
+from rlcd.delta.checkpoint_writer import CheckpointWritten, checkpoint_after_commit
 from rlcd.delta.load import read_commit, read_commits_after
 from rlcd.delta.outcome import Abort
 from rlcd.delta.replay import Snapshot, replay
@@ -97,12 +98,14 @@ PutOutcome = Committed | Conflict | Unknown
 @dataclass(frozen=True, slots=True)
 class TransactionResult(Generic[S]):
     """How a transaction ended: ``outcome`` with the caller's last ``state``, the number of
-    puts made, and the table as last seen (the winners replayed)."""
+    puts made, the table as last seen (the winners replayed), and the ``checkpoint`` written
+    after the commit (None: none due, one already there, or it failed)."""
 
     outcome: Committed | Abort | Unknown
     state: S
     attempts: int
     snapshot: Snapshot
+    checkpoint: CheckpointWritten | None = None
 
     def version(self, failed: str) -> int:
         """The version committed; else the store's error (outcome unknown), or, for an
@@ -181,8 +184,11 @@ async def run_transaction(
         actions, state = built
         outcome = await attempt_commit(store, current, actions, txn_id)
         if isinstance(outcome, Committed):
-            await checkpoint_after_commit(store, current, outcome.version, actions)
-        if isinstance(outcome, Committed | Unknown):
+            run = await checkpoint_after_commit(store, current, outcome.version, actions)
+            written = run.checkpoint if run is not None else None
+            checkpoint = written if isinstance(written, CheckpointWritten) else None
+            return TransactionResult(outcome, state, attempt, current, checkpoint)
+        if isinstance(outcome, Unknown):
             return TransactionResult(outcome, state, attempt, current)
         current = replay(store.root, outcome.winners, base=current)
         _log.info(

@@ -30,6 +30,7 @@ import structlog
 
 from rlcd._tasks import gather
 from rlcd.delta.actions import Action, AddCdcFile, CommitInfo
+from rlcd.delta.checkpoint_writer import CheckpointWritten
 from rlcd.delta.load import list_log, load_snapshot, read_commit, table_config
 from rlcd.delta.log_path import LogKind
 from rlcd.delta.outcome import Abort
@@ -85,8 +86,9 @@ class VacuumReport:
     ``files`` are the keys deleted (or to delete); ``deleted`` counts those the store confirmed
     (all of them unless a delete failed). ``outside`` are paths of expired tombstones outside
     the table, never deleted. ``start_version``/``end_version`` are the VACUUM START and END
-    commits (None in a dry run or when there was nothing to delete). ``warnings`` say why the
-    run deserves a second look (a retention below the table's).
+    commits (None in a dry run or when there was nothing to delete); ``checkpoints`` the versions
+    of the checkpoints written after them (one landed on a multiple of the interval).
+    ``warnings`` say why the run deserves a second look (a retention below the table's).
     """
 
     table: str
@@ -101,6 +103,7 @@ class VacuumReport:
     start_version: int | None
     end_version: int | None
     warnings: tuple[str, ...] = ()
+    checkpoints: tuple[int, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -317,7 +320,7 @@ async def _run(
         "vacuumType": report.mode.upper(),
     }
     start_metrics = {"numFilesToDelete": len(report.files), "sizeOfDataToDelete": report.bytes}
-    start, after_start = await _record(
+    start, after_start, at_start = await _record(
         store,
         snapshot,
         "VACUUM START",
@@ -343,14 +346,17 @@ async def _run(
         except RlcdError as exc:  # the delete's error is the one to raise
             _log.warning("vacuum_end_not_recorded", table=store.root, error=str(exc))
         raise
-    end, _ = await _record(
+    end, _, at_end = await _record(
         store,
         after_start,
         "VACUUM END",
         {"status": "COMPLETED"},
         {"numDeletedFiles": deleted, "numVacuumedDirectories": 0},
     )
-    return dataclasses.replace(report, deleted=deleted, start_version=start, end_version=end)
+    checkpoints = tuple(c.version for c in (at_start, at_end) if c is not None)
+    return dataclasses.replace(
+        report, deleted=deleted, start_version=start, end_version=end, checkpoints=checkpoints
+    )
 
 
 async def _record(
@@ -359,8 +365,9 @@ async def _record(
     operation: str,
     parameters: Mapping[str, str],
     metrics: Mapping[str, int],
-) -> tuple[int, Snapshot]:
-    """Commit a commitInfo-only commit of ``operation``; its version and the snapshot after it.
+) -> tuple[int, Snapshot, CheckpointWritten | None]:
+    """Commit a commitInfo-only commit of ``operation``; its version, the snapshot after it and
+    the checkpoint written after it.
 
     Any winner is fine (the commit changes nothing), so a lost race is simply retried on top.
     """
@@ -394,4 +401,4 @@ async def _record(
     )
     version = result.version(f"{operation} did not commit")
     after = replay(store.root, [(version, result.state)], base=result.snapshot)
-    return version, after
+    return version, after, result.checkpoint

@@ -45,7 +45,9 @@ __all__ = (
     "unknown_fields",
     "spans",
     "integer_field",
+    "chunk_spans",
     "row_group_span",
+    "chunk_edits",
     "row_group_edits",
 )
 __pure__ = True
@@ -225,6 +227,7 @@ FILE_ENCRYPTION: Final = (8, 9)
 SCHEMA_REPETITION: Final = 3
 SCHEMA_NAME: Final = 4
 GROUP_COLUMNS: Final = 1
+GROUP_TOTAL_SIZE: Final = 2
 GROUP_NUM_ROWS: Final = 3
 GROUP_FILE_OFFSET: Final = 5
 GROUP_COMPRESSED_SIZE: Final = 6
@@ -235,6 +238,7 @@ CHUNK_META: Final = 3
 CHUNK_INDEXES: Final = (4, 5, 6, 7)  # offset index offset and length, column index's
 CHUNK_ENCRYPTION: Final = (8, 9)
 META_CODEC: Final = 4
+META_UNCOMPRESSED_SIZE: Final = 6
 META_COMPRESSED_SIZE: Final = 7
 META_DATA_PAGE: Final = 9
 META_INDEX_PAGE: Final = 10
@@ -328,12 +332,13 @@ def integer_field(data: bytes, fields: Mapping[int, FieldSpan], field_id: int) -
     return read_integer(data, span[3])[0]
 
 
-def row_group_span(group: bytes) -> tuple[int, int]:
-    """Where the column chunks of the ``RowGroup`` struct ``group`` lie in their file: its
-    first byte and the byte after it. The chunks must be in the file itself, one after
-    another with nothing between, each starting at its dictionary page (before its first data
-    page) or else at its first data page, and the row group's own offset and compressed size,
-    where present, must say the same: anything else is a layout this package does not move.
+def chunk_spans(group: bytes) -> list[tuple[int, int]]:
+    """Where each column chunk of the ``RowGroup`` struct ``group`` lies in its file, in
+    column order: its first byte and the byte after it. The chunks must be in the file itself,
+    one after another with nothing between, each starting at its dictionary page (before its
+    first data page) or else at its first data page, and the row group's own offset and
+    compressed size, where present, must say the same: anything else is a layout this package
+    does not move.
 
     Raises:
         ValueError: the layout is not that, or the struct does not parse.
@@ -344,7 +349,7 @@ def row_group_span(group: bytes) -> tuple[int, int]:
     chunks = struct_list(group, fields[GROUP_COLUMNS][3])[0]
     if not chunks:
         raise ValueError("a row group has no column chunks")
-    first = stop = None
+    found: list[tuple[int, int]] = []
     for chunk in chunks:
         chunk_fields = spans(chunk)
         if CHUNK_FILE_PATH in chunk_fields:
@@ -362,23 +367,34 @@ def row_group_span(group: bytes) -> tuple[int, int]:
         if dictionary is not None and not 0 < dictionary < data_page:
             raise ValueError(f"a dictionary page at {dictionary}, data pages at {data_page}")
         start = data_page if dictionary is None else dictionary
-        if stop is not None and start != stop:
-            raise ValueError(f"a column chunk starts at {start}, its predecessor ends at {stop}")
-        first = start if first is None else first
-        stop = start + size
-    assert first is not None and stop is not None
+        if found and start != found[-1][1]:
+            raise ValueError(
+                f"a column chunk starts at {start}, its predecessor ends at {found[-1][1]}"
+            )
+        found.append((start, start + size))
+    first, stop = found[0][0], found[-1][1]
     offset = integer_field(group, fields, GROUP_FILE_OFFSET)
     compressed = integer_field(group, fields, GROUP_COMPRESSED_SIZE)
     if offset not in (None, first) or compressed not in (None, stop - first):
         raise ValueError(f"a row group says {offset}+{compressed}, its chunks {first}:{stop}")
-    return first, stop
+    return found
 
 
-def row_group_edits(delta: int, ordinal: int, *, drop_indexes: bool) -> Edits:
-    """The edits of a ``RowGroup`` struct whose bytes move ``delta`` bytes and which becomes
-    row group ``ordinal``: every offset into its file moves, the ordinal is renumbered. With
-    ``drop_indexes`` the page index and bloom filter references go (their bytes, outside the
-    row group's, are not carried); else they move with it."""
+def row_group_span(group: bytes) -> tuple[int, int]:
+    """Where the column chunks of the ``RowGroup`` struct ``group`` lie in their file, all
+    together: its first byte and the byte after it (see :func:`chunk_spans`).
+
+    Raises:
+        ValueError: the layout is not one this package moves, or the struct does not parse.
+    """
+    found = chunk_spans(group)
+    return found[0][0], found[-1][1]
+
+
+def chunk_edits(delta: int, *, drop_indexes: bool) -> Edits:
+    """The edits of a ``ColumnChunk`` struct whose bytes move ``delta`` bytes: every offset
+    into its file moves. With ``drop_indexes`` the page index and bloom filter references go
+    (their bytes, outside the chunk's, are not carried); else they move with it."""
 
     def moved(offset: int) -> int:
         return offset + delta
@@ -396,8 +412,15 @@ def row_group_edits(delta: int, ordinal: int, *, drop_indexes: bool) -> Edits:
     else:
         meta[META_BLOOM_FILTER[0]] = moved
         chunk.update(dict.fromkeys(CHUNK_INDEXES[::2], moved))
+    return chunk
+
+
+def row_group_edits(delta: int, ordinal: int, *, drop_indexes: bool) -> Edits:
+    """The edits of a ``RowGroup`` struct whose bytes move ``delta`` bytes and which becomes
+    row group ``ordinal``: every offset into its file moves (:func:`chunk_edits`), the ordinal
+    is renumbered."""
     return {
-        GROUP_COLUMNS: chunk,
-        GROUP_FILE_OFFSET: moved,
+        GROUP_COLUMNS: chunk_edits(delta, drop_indexes=drop_indexes),
+        GROUP_FILE_OFFSET: lambda offset: offset + delta,
         GROUP_ORDINAL: lambda _: ordinal,
     }

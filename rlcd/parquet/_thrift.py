@@ -26,6 +26,7 @@ __all__ = (
     "collection",
     "skip",
     "read_integer",
+    "read_binary",
     "struct_list",
 )
 __pure__ = True
@@ -78,6 +79,12 @@ def read_integer(data: bytes, pos: int) -> tuple[int, int]:
     """The zigzag varint at ``pos`` and the position after it."""
     n, pos = _read_varint(data, pos)
     return (n >> 1) ^ -(n & 1), pos
+
+
+def read_binary(data: bytes, pos: int) -> tuple[bytes, int]:
+    """The binary (or string) value at ``pos`` and the position after it."""
+    size, pos = _read_varint(data, pos)
+    return data[pos : pos + size], pos + size
 
 
 def _varint(n: int) -> bytes:

@@ -27,6 +27,14 @@ a row group is copied only when all of these hold, and is otherwise re-encoded w
 - when the caller asks for one ``codec`` (to recompress), every column chunk has it.
   Otherwise a copied row group keeps its codecs: Parquet's codec is per column chunk.
 
+A schema that differs from the output's only in how some decimal columns are stored (fixed-
+length bytes or INT32/INT64: the same logical type, precision, scale, repetition, field id and
+name) still lets a row group be copied *with patches* (:attr:`Copy.patched`): the chunks of
+those columns are decoded and encoded again (:attr:`Reason.STORAGE`), the others copied. Only
+top-level columns the caller names (``patchable``: say, not partition columns, not under
+column mapping by id) qualify; anything else in the schema that differs re-encodes the row
+group whole, as above.
+
 Row groups to re-encode that follow each other are grouped into one :class:`Reencode` step,
 which the writer turns into full row groups; every source's rows stay one run in write order,
 since the steps follow the sources' order and each source's row groups in theirs.
@@ -42,7 +50,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeAlias
+from functools import partial
+from typing import Final, TypeAlias
 
 from rlcd.parquet._format import (
     CHUNK_ENCRYPTION,
@@ -59,12 +68,13 @@ from rlcd.parquet._format import (
     SCHEMA_REPETITION,
     STATS_EXACT,
     STATS_VALUES,
+    chunk_spans,
     integer_field,
     row_group_span,
     spans,
     unknown_fields,
 )
-from rlcd.parquet._thrift import FALSE, struct_list
+from rlcd.parquet._thrift import FALSE, read_binary, read_integer, struct_list
 from rlcd.parquet.footer import MAGIC
 
 __all__ = (
@@ -99,6 +109,8 @@ class Reason(StrEnum):
     LAYOUT = "layout"
     SMALL = "small_row_group"
     CODEC = "codec_differs"
+    STORAGE = "storage_differs"
+    """Only some columns' chunks are re-encoded (:attr:`Copy.patched`); the row group is copied."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +148,10 @@ class OutputSchema:
     elements: tuple[_Element, ...]
     column_orders: bytes | None
 
+    def leaves(self) -> tuple[_Element, ...]:
+        """The schema's leaf elements (its columns), in order."""
+        return tuple(e for e in self.elements[1:] if _children(e) is None)
+
     @classmethod
     def of(cls, footer: bytes) -> OutputSchema:
         """The schema of a footer span, e.g. of an empty file written by the output's writer.
@@ -172,7 +188,9 @@ class OutputSchema:
 @dataclass(frozen=True, slots=True)
 class Choice:
     """The decision for row group ``row_group`` of source ``source``: copied when ``reason``
-    is None; ``detail`` says more about the reason (the unknown field, the layout)."""
+    is None; ``detail`` says more about the reason (the unknown field, the layout). A copied
+    row group's ``patched`` columns (``patched_size`` bytes of its ``size``) are re-encoded
+    (:attr:`Reason.STORAGE`)."""
 
     source: int
     row_group: int
@@ -180,6 +198,8 @@ class Choice:
     size: int
     reason: Reason | None
     detail: str = ""
+    patched: tuple[int, ...] = ()
+    patched_size: int = 0
 
     @property
     def copy(self) -> bool:
@@ -190,7 +210,8 @@ class Choice:
 @dataclass(frozen=True, slots=True)
 class Copy:
     """Copy the bytes ``[start, stop)`` of source ``source``: its row group ``row_group``,
-    whose footer entry is the thrift ``RowGroup`` struct ``group``."""
+    whose footer entry is the thrift ``RowGroup`` struct ``group``; but for the chunks of the
+    leaf columns ``patched`` (by index, in order), which are decoded and encoded again."""
 
     source: int
     row_group: int
@@ -198,6 +219,7 @@ class Copy:
     start: int
     stop: int
     group: bytes
+    patched: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,19 +261,90 @@ class CopyPlan:
                 raise ValueError("two re-encode steps follow each other")
 
 
-def _file_reason(source: Source, meta: bytes, output: OutputSchema) -> tuple[Reason, str] | None:
-    """Why none of the source's row groups may be copied, if so."""
+def _file_reason(
+    source: Source, meta: bytes, output: OutputSchema, patchable: frozenset[str]
+) -> tuple[tuple[Reason, str] | None, tuple[int, ...]]:
+    """Why none of the source's row groups may be copied, if so, and the leaf columns their
+    copies re-encode (none when the schemas are equal)."""
     if source.has_deletion_vector:
-        return Reason.DELETION_VECTOR, ""
+        return (Reason.DELETION_VECTOR, ""), ()
     fields = spans(meta)
     if fields.keys() & set(FILE_ENCRYPTION):
-        return Reason.ENCRYPTED, "FileMetaData"
+        return (Reason.ENCRYPTED, "FileMetaData"), ()
     unknown = unknown_fields(meta, "FileMetaData", unwalked=frozenset((FILE_ROW_GROUPS,)))
     if unknown:
-        return Reason.UNKNOWN_FIELD, ", ".join(unknown)
-    if OutputSchema.of_metadata(meta) != output:
-        return Reason.SCHEMA, ""
+        return (Reason.UNKNOWN_FIELD, ", ".join(unknown)), ()
+    schema = OutputSchema.of_metadata(meta)
+    if schema == output:
+        return None, ()
+    patched = _storage_differs(schema, output, patchable)
+    return ((Reason.SCHEMA, ""), ()) if patched is None else (None, patched)
+
+
+_TYPE: Final = 1
+_TYPE_LENGTH: Final = 2
+_NUM_CHILDREN: Final = 5
+_LOGICAL_TYPE: Final = 10
+_DECIMAL: Final = 5  # LogicalType's member
+_DECIMAL_STORAGE: Final = frozenset((1, 2, 7))  # INT32, INT64, FIXED_LEN_BYTE_ARRAY
+_REPEATED: Final = 2
+
+
+def _storage_differs(
+    schema: OutputSchema, output: OutputSchema, patchable: frozenset[str]
+) -> tuple[int, ...] | None:
+    """The leaf columns, by index, in which ``schema`` differs from ``output``, when it differs
+    only in the storage of top-level decimal columns named in ``patchable``; else None."""
+    if schema.column_orders != output.column_orders or len(schema.elements) != len(output.elements):
+        return None
+    patched: list[int] = []
+    leaf = 0
+    remaining = [_children(output.elements[0]) or 0]  # children left to see, per open group
+    for index in range(1, len(output.elements)):
+        ours, theirs = schema.elements[index], output.elements[index]
+        top = len(remaining) == 1
+        remaining[-1] -= 1
+        children = _children(theirs)
+        if ours != theirs:
+            if not (top and children is None and _decimal_storage(ours, theirs, patchable)):
+                return None
+            patched.append(leaf)
+        if children is None:
+            leaf += 1
+        else:
+            remaining.append(children)
+        while len(remaining) > 1 and remaining[-1] <= 0:
+            remaining.pop()
+    return tuple(patched)
+
+
+def _children(element: _Element) -> int | None:
+    """A schema element's number of children, None for a leaf."""
+    for field, _, value in element:
+        if field == _NUM_CHILDREN:
+            return read_integer(value, 0)[0]
     return None
+
+
+def _decimal_storage(ours: _Element, theirs: _Element, patchable: frozenset[str]) -> bool:
+    """Whether two leaves differ only in their decimal storage (type and type length), and
+    the leaf is named in ``patchable`` and not repeated."""
+    a, b = {f[0]: f for f in ours}, {f[0]: f for f in theirs}
+    storage = {_TYPE, _TYPE_LENGTH}
+    if {k: v for k, v in a.items() if k not in storage} != {
+        k: v for k, v in b.items() if k not in storage
+    }:
+        return False
+    name, logical = a.get(SCHEMA_NAME), a.get(_LOGICAL_TYPE)
+    repetition = a.get(SCHEMA_REPETITION)
+    return (
+        name is not None
+        and read_binary(name[2], 0)[0].decode("utf-8", "replace") in patchable
+        and logical is not None
+        and spans(logical[2]).keys() == {_DECIMAL}
+        and (repetition is None or read_integer(repetition[2], 0)[0] != _REPEATED)
+        and all(_TYPE in f and read_integer(f[_TYPE][2], 0)[0] in _DECIMAL_STORAGE for f in (a, b))
+    )
 
 
 def _codecs(chunks: Sequence[bytes]) -> set[int | None]:
@@ -265,10 +358,10 @@ def _codecs(chunks: Sequence[bytes]) -> set[int | None]:
 
 
 def _group_reason(
-    group: bytes, min_copy_row_group: int, codec: int | None
+    group: bytes, min_copy_row_group: int, codec: int | None, patched: tuple[int, ...]
 ) -> tuple[int, tuple[int, int] | None, Reason | None, str]:
-    """A row group's compressed size, where its chunks lie if it may be copied, and else why
-    not."""
+    """A row group's compressed size, where its chunks lie if it may be copied (with its
+    ``patched`` columns re-encoded), and else why not."""
     fields = spans(group)
     chunks = struct_list(group, fields[GROUP_COLUMNS][3])[0] if GROUP_COLUMNS in fields else []
     size = integer_field(group, fields, GROUP_COMPRESSED_SIZE) or 0
@@ -281,11 +374,20 @@ def _group_reason(
         start, stop = row_group_span(group)
     except ValueError as exc:
         return size, None, Reason.LAYOUT, str(exc)
+    if patched and patched[-1] >= len(chunks):
+        return size, None, Reason.LAYOUT, f"{len(chunks)} column chunks, column {patched[-1]}"
     if stop - start < min_copy_row_group:
         return stop - start, None, Reason.SMALL, f"{stop - start} < {min_copy_row_group} bytes"
-    if codec is not None and _codecs(chunks) != {codec}:
+    kept = [chunk for i, chunk in enumerate(chunks) if i not in patched]
+    if codec is not None and _codecs(kept) != {codec}:
         return stop - start, None, Reason.CODEC, f"not all codec {codec}"
     return stop - start, (start, stop), None, ""
+
+
+def _patched_size(group: bytes, patched: tuple[int, ...]) -> int:
+    """The compressed bytes of the ``patched`` columns' chunks of a row group to copy."""
+    found = chunk_spans(group)
+    return sum(found[i][1] - found[i][0] for i in patched)
 
 
 def plan_copy(
@@ -294,6 +396,7 @@ def plan_copy(
     min_copy_row_group: int,
     *,
     codec: int | None = None,
+    patchable: frozenset[str] = frozenset(),
 ) -> CopyPlan:
     """Decide, per row group of ``sources`` (in write order), copy or re-encode, and the
     steps that write the output (see the module docstring).
@@ -305,6 +408,7 @@ def plan_copy(
             policy's, ``rlcd.compaction.policy.DEFAULT_MIN_COPY_ROW_GROUP`` by default).
         codec: the one codec (Parquet's enum) a copied row group's column chunks may have;
             None: any (a copied row group keeps its codecs).
+        patchable: the top-level columns whose decimal storage a copy may re-encode.
 
     Raises:
         ValueError: a footer does not parse (a corrupt file: the bin cannot proceed).
@@ -317,19 +421,24 @@ def plan_copy(
         if FILE_ROW_GROUPS not in fields:
             raise ValueError(f"source {index}'s footer has no row groups")
         groups = struct_list(meta, fields[FILE_ROW_GROUPS][3])[0]
-        whole = _file_reason(source, meta, output)
+        whole, patched = _file_reason(source, meta, output, patchable)
         for number, group in enumerate(groups):
             rows = integer_field(group, spans(group), GROUP_NUM_ROWS)
             if rows is None:
                 raise ValueError(f"source {index}'s row group {number} has no row count")
-            size, span, reason, detail = _group_reason(group, min_copy_row_group, codec)
+            size, span, reason, detail = _group_reason(group, min_copy_row_group, codec, patched)
             if whole is not None:
                 span, (reason, detail) = None, whole
-            choices.append(Choice(index, number, rows, size, reason, detail))
-            if span is not None:
-                steps.append(Copy(index, number, rows, *span, group))
-            else:
+            elif span is not None and patched and not rows:  # no writer writes 0 rows
+                span, reason, detail = None, Reason.SCHEMA, "no rows to patch"
+            if span is None:
+                choices.append(Choice(index, number, rows, size, reason, detail))
                 steps.append(Reencode((Run(index, number, number + 1, rows),)))
+                continue
+            detail = f"{Reason.STORAGE}: columns {list(patched)}" if patched else ""
+            patched_size = _patched_size(group, patched)
+            choices.append(Choice(index, number, rows, size, None, detail, patched, patched_size))
+            steps.append(Copy(index, number, rows, *span, group, patched))
     return CopyPlan(tuple(choices), _merged(steps))
 
 
@@ -339,6 +448,7 @@ def choose_plan(
     min_copy_row_group: int,
     *,
     codec: int | None = None,
+    patchable: frozenset[str] = frozenset(),
 ) -> tuple[int, CopyPlan]:
     """Of the schemas the output's writer can write (``outputs``, the preferred first), the
     index of the one under which :func:`plan_copy` copies the most compressed bytes of
@@ -349,18 +459,21 @@ def choose_plan(
     """
     if not outputs:
         raise ValueError("no output schema to plan for")
-    chosen, best = 0, plan_copy(sources, outputs[0], min_copy_row_group, codec=codec)
+    plan_for = partial(
+        plan_copy, sources, min_copy_row_group=min_copy_row_group, codec=codec, patchable=patchable
+    )
+    chosen, best = 0, plan_for(outputs[0])
     for index in range(1, len(outputs)):
         if outputs[index] in outputs[:index]:  # the same schema plans the same
             continue
-        plan = plan_copy(sources, outputs[index], min_copy_row_group, codec=codec)
+        plan = plan_for(outputs[index])
         if _copied_bytes(plan) > _copied_bytes(best):
             chosen, best = index, plan
     return chosen, best
 
 
 def _copied_bytes(plan: CopyPlan) -> int:
-    return sum(choice.size for choice in plan.choices if choice.copy)
+    return sum(choice.size - choice.patched_size for choice in plan.choices if choice.copy)
 
 
 def _merged(steps: list[Step]) -> tuple[Step, ...]:

@@ -50,11 +50,14 @@ DELETE_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class ObjectMeta:
-    """What a listing or ``head`` knows about one object."""
+    """What a listing or ``head`` knows about one object. ``etag`` names the version a
+    ``head`` found, where the backend knows one (S3); like :class:`Written`'s, it takes no
+    part in equality."""
 
     key: str
     size: int
     last_modified_ms: int
+    etag: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -322,7 +322,8 @@ class S3Store:
         async def once() -> ObjectMeta:
             with _translate("head", key):
                 response = await self._api("head", key).head_object(Bucket=self._bucket, Key=s3key)
-            return ObjectMeta(key, int(response["ContentLength"]), _ms(response["LastModified"]))
+            size, modified = int(response["ContentLength"]), _ms(response["LastModified"])
+            return ObjectMeta(key, size, modified, response.get("ETag"))
 
         return await self._retry("head", key, once)
 

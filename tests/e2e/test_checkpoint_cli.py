@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from rlcd.cli.report import human_bytes
+from tests.conftest import fixture_table
 from tests.e2e.cli import rlcd
 from tests.integration.tables import append, batch, delta_rs_rows, partitioned
 
@@ -61,3 +66,42 @@ def test_checkpoint_command_cleans_the_expired_log(tmp_path: Path) -> None:
         f"{5:020d}.json",
     ]
     assert delta_rs_rows(tmp_path) == rows
+
+
+SMALL_SIDECARS = """
+import functools, sys
+import rlcd.delta.checkpoint_writer as writer
+from rlcd.cli.main import run
+writer.write_checkpoint = functools.partial(
+    writer.write_checkpoint, sidecar_threshold=0, sidecar_actions=3
+)
+sys.argv = ["rlcd", "checkpoint", sys.argv[1]]
+run()
+"""
+
+
+def test_the_report_of_a_v2_checkpoint_names_its_sidecars(tmp_path: Path) -> None:
+    """A V2 checkpoint in sidecars (the threshold lowered in the command's process, so that
+    Spark's four-file V2 table needs two) is reported with how many sidecars and their bytes;
+    delta-rs reads the table from it with the commits gone."""
+    table = tmp_path / "t"
+    shutil.copytree(fixture_table("v2-checkpoint-parquet"), table)
+    log = table / "_delta_log"
+    info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "NOOP"}}
+    (log / f"{3:020d}.json").write_text(json.dumps(info) + "\n")
+    rows = delta_rs_rows(table)
+    theirs = set((log / "_sidecars").iterdir())
+    done = subprocess.run(
+        [sys.executable, "-c", SMALL_SIDECARS, str(table)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    sidecars = set((log / "_sidecars").iterdir()) - theirs
+    size = human_bytes(sum(p.stat().st_size for p in sidecars))
+    assert len(sidecars) == 2 and "for version 3 (9 actions, 4 live files, " in done.stdout
+    assert f"with 2 sidecars of {size} in _delta_log/_sidecars" in done.stdout, done.stdout
+    for old in [*log.glob("*.json"), *log.glob(f"{2:020d}.checkpoint.*")]:
+        old.unlink()
+    assert delta_rs_rows(table) == rows

@@ -72,3 +72,26 @@ def test_access_denied_on_data_writes_is_a_storage_failure(
     assert out.count(": failed: put ") == 2 and "AccessDenied" in out
     assert ": nothing committed; 2 bins: 2 failed\n" in out
     assert _keys(moto_endpoint, s3_bucket) == before
+
+
+def test_a_denied_vacuum_delete_names_the_table_and_the_file(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, proxy: FaultProxy
+) -> None:
+    """A vacuum whose DeleteObjects is denied exits 4 with a message naming the table and a
+    file of the batch; it deletes nothing, and records VACUUM START and a FAILED END."""
+    uri = _table(tmp_path, moto_endpoint, s3_bucket)
+    code, _, err = _compact(uri, proxy)
+    assert code == 0, err
+    before = _keys(moto_endpoint, s3_bucket)
+    proxy.inject(Fault.FORBIDDEN, times=None, method="POST", contains="delete")
+    done = rlcd(
+        "vacuum", uri, "--retain", "0h", "--force-short-retention",
+        "--endpoint-url", proxy.url, "--addressing-style", "path", env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert f"rlcd: {uri}: delete_many part=" in done.stderr
+    assert "AccessDenied" in done.stderr and "Traceback" not in done.stderr
+    added = set(_keys(moto_endpoint, s3_bucket)) - set(before)
+    assert set(before) <= set(_keys(moto_endpoint, s3_bucket))
+    assert all(k.startswith("w/t/_delta_log/") for k in added)
+    assert {f"w/t/_delta_log/{v:020d}.json" for v in (9, 10)} <= added

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,21 @@ def test_a_bad_retain_is_a_usage_error(tmp_path: Path) -> None:
     for value in ("1 month", "soon"):
         result = rlcd("vacuum", str(tmp_path), "--retain", value)
         assert result.returncode == 2 and "bad --retain" in result.stderr, result.stderr
+
+
+def test_a_path_outside_the_table_is_named_and_kept(tmp_path: Path) -> None:
+    """An expired tombstone of ``../other/x.parquet``: the vacuum keeps that file and says so on
+    stderr, naming the table and the path; it still deletes the table's own expired files."""
+    table, other = tmp_path / "t", tmp_path / "other" / "x.parquet"
+    partitioned(table)
+    assert rlcd("compact", str(table)).returncode == 0
+    other.parent.mkdir()
+    other.write_bytes(b"not the table's")
+    log = sorted((table / "_delta_log").glob("*.json"))
+    remove = {"remove": {"path": "../other/x.parquet", "deletionTimestamp": 0, "dataChange": True}}
+    (log[-1].parent / f"{len(log):020d}.json").write_text(json.dumps(remove) + "\n")
+    done = rlcd("vacuum", str(table), "--retain", "0h", "--force-short-retention", "--full")
+    assert done.returncode == 0, done.stderr
+    assert f"{table}: not deleted: ../other/x.parquet: " in done.stderr, done.stderr
+    assert other.read_bytes() == b"not the table's"
+    assert "full vacuum deleted 8 files" in done.stdout

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from rlcd.delta._columnar import add_files
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.replay import Snapshot
-from rlcd.errors import UnsupportedFeatureError
-from rlcd.storage import LocalStore, open_store
+from rlcd.errors import CorruptLogError, UnsupportedFeatureError
+from rlcd.storage import LocalStore, ObjectMeta, open_store
 from tests.conftest import fixture_names
 from tests.integration.tables import S3Mirror
 from tests.integration.test_checkpoint_property import OPS, _apply
@@ -177,12 +177,11 @@ _STRUCT_STATS_CHECKPOINT = pa.schema(
 )
 
 
-@pytest.mark.anyio
-async def test_struct_stats_across_row_groups_and_batches(tmp_path: Path) -> None:
-    """Adds checkpointed with stats only as ``stats_parsed`` (every other one here), in row
-    groups and decode batches that do not line up, each get their own stats text and rows."""
-    log = tmp_path / "_delta_log"
-    log.mkdir()
+def _struct_stats_checkpoint(table: Path, n: int, row_group_size: int) -> Path:
+    """A checkpoint at version 0 of ``n`` adds, every other one with stats only as
+    ``stats_parsed``, in row groups of ``row_group_size``."""
+    log = table / "_delta_log"
+    log.mkdir(exist_ok=True)
     schema = (
         '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
     )
@@ -197,7 +196,6 @@ async def test_struct_stats_across_row_groups_and_batches(tmp_path: Path) -> Non
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
         {"metaData": meta},
     ]
-    n = 20_000
     for i in range(n):
         text = f'{{"numRecords":{i},"minValues":{{"id":{i}}}}}' if i % 2 else None
         add = {
@@ -211,11 +209,94 @@ async def test_struct_stats_across_row_groups_and_batches(tmp_path: Path) -> Non
         }
         rows.append({"add": add})
     checkpoint = pa.Table.from_pylist(rows, schema=_STRUCT_STATS_CHECKPOINT)
-    pq.write_table(checkpoint, log / f"{0:020d}.checkpoint.parquet", row_group_size=12_000)
-    async with LocalStore(tmp_path) as store:
+    path = log / f"{0:020d}.checkpoint.parquet"
+    pq.write_table(checkpoint, path, row_group_size=row_group_size)
+    return path
+
+
+class _Remote(LocalStore):
+    """A local store read as a remote one (no :meth:`local_files`): checkpoints are read in
+    ranges. ``swaps`` GETs of ``key`` (each after its read) replace the object by the next of
+    ``versions``, as another writer rewriting the checkpoint would."""
+
+    def __init__(self, root: Path, key: str = "", versions: tuple[bytes, ...] = ()) -> None:
+        super().__init__(root)
+        self._key, self._file, self._versions = key, root / key, versions
+        self.swaps, self.heads = 0, 0
+
+    def local_files(self) -> None:
+        """Not local."""
+
+    async def head(self, key: str) -> ObjectMeta:
+        self.heads += 1
+        return await super().head(key)
+
+    async def get(
+        self, key: str, *, start: int | None = None, end: int | None = None
+    ) -> bytes | bytearray:
+        data = await super().get(key, start=start, end=end)
+        if self.swaps and key == self._key:
+            self.swaps -= 1
+            self._versions = (*self._versions[1:], self._versions[0])
+            new = self._file.with_suffix(".new")
+            new.write_bytes(self._versions[0])
+            new.replace(self._file)
+        return data
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("store_class", [LocalStore, _Remote])
+async def test_struct_stats_across_row_groups_and_batches(
+    tmp_path: Path, store_class: type[LocalStore]
+) -> None:
+    """Adds checkpointed with stats only as ``stats_parsed`` (every other one here), in row
+    groups and decode batches that do not line up, each get their own stats text and rows,
+    whether the checkpoint is read in place or its chunks are fetched (``stats_parsed``'s
+    only for the row groups that need them)."""
+    n = 20_000
+    _struct_stats_checkpoint(tmp_path, n, row_group_size=12_000)
+    async with store_class(tmp_path) as store:
         columns = await load_snapshot(store)
     _assert_consistent(columns)
     by_path = dict(zip(columns.adds["path"].to_pylist(), add_files(columns.adds), strict=True))
     assert by_path["f4.parquet"].stats == '{"numRecords":4,"minValues":{"id":-4}}'
     assert by_path["f5.parquet"].stats == '{"numRecords":5,"minValues":{"id":5}}'
     assert sorted(columns.adds["num_records"].to_pylist()) == list(range(n))
+
+
+def _two_versions(table: Path) -> tuple[str, bytes, bytes]:
+    """A checkpoint's key and two versions of it, the same actions laid out differently:
+    ranges of one read in the other are garbage."""
+    path = _struct_stats_checkpoint(table, 5_000, row_group_size=700)
+    other = path.read_bytes()
+    path = _struct_stats_checkpoint(table, 5_000, row_group_size=3_000)
+    first = path.read_bytes()
+    assert len(first) != len(other)
+    return str(path.relative_to(table)), first, other
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_rewritten_while_read_is_read_again(tmp_path: Path) -> None:
+    """A checkpoint replaced after the first of its ranged GETs fails the heads' check and
+    is read again, whole from the new version."""
+    key, first, other = _two_versions(tmp_path)
+    async with LocalStore(tmp_path) as store:
+        expected = await load_snapshot(store)
+    async with _Remote(tmp_path, key, (first, other)) as store:
+        store.swaps = 1
+        columns = await load_snapshot(store)
+    assert (store.swaps, store.heads) == (0, 4)
+    assert (tmp_path / key).read_bytes() == other
+    assert columns.adds.equals(expected.adds)
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_rewritten_during_both_reads_is_refused(tmp_path: Path) -> None:
+    """A checkpoint that changes during the read again is refused, naming table and file."""
+    key, first, other = _two_versions(tmp_path)
+    async with _Remote(tmp_path, key, (first, other)) as store:
+        store.swaps = 1_000
+        with pytest.raises(CorruptLogError, match="changed while it was read") as info:
+            await load_snapshot(store)
+    assert info.value.path == key
+    assert info.value.table == store.root

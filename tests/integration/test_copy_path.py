@@ -21,6 +21,7 @@ import pytest
 from deltalake import BloomFilterProperties, ColumnProperties, WriterProperties
 
 from rlcd.cli.report import print_plan
+from rlcd.compaction import rewrite
 from rlcd.compaction.compact import CompactionReport, compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.summary import bin_lines
@@ -286,6 +287,46 @@ async def test_a_dry_run_says_what_each_bin_would_copy(tmp_path: Path) -> None:
     print_plan(report, out)
     assert "copies 4 row groups" in out.getvalue() and "re-encodes 4 row groups" in out.getvalue()
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("least", [3_000, 9_000])
+async def test_a_dry_run_reads_a_small_files_footer_only_when_its_bin_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, least: int
+) -> None:
+    """A source smaller than ``min_copy_row_group`` cannot hold a row group to copy: its footer
+    is read only when another source's row group is copied (the plan then needs its row
+    groups), and the report says what reading every footer says: with row groups of 3.3-8.4 kB
+    and two files under 2 kB, at 3 kB the big files' 12 row groups are copied and the small
+    ones' 2 re-encoded; at 9 kB nothing is copied and only the big files' footers are read."""
+    for i, rows in enumerate([3_000, 3_000, 20, 20]):
+        _write(tmp_path, batch(i * 3_000, rows), i)
+    files = {p.name: p for p in tmp_path.glob("*.parquet")}
+    small = {name for name, p in files.items() if p.stat().st_size < least}
+    assert len(small) == 2
+    read: list[str] = []
+    original = rewrite.read_footer
+
+    async def recording(store: Any, key: str, size: int) -> bytes:
+        read.append(Path(key).name)
+        return await original(store, key, size)
+
+    monkeypatch.setattr(rewrite, "read_footer", recording)
+    async with open_store(str(tmp_path)) as store:
+        policy = CompactionPolicy(min_copy_row_group=least)
+        report = await compact_table(store, policy, dry_run=True)
+    (copy,) = report.copies
+    if least == 9_000:
+        assert copy is None
+        assert sorted(read) == sorted(set(files) - small)
+        return
+    assert sorted(read) == sorted(files)
+    spans = [
+        sum(meta.row_group(0).column(c).total_compressed_size for c in range(meta.num_columns))
+        for meta in (pq.read_metadata(files[name]) for name in small)
+    ]
+    assert copy is not None
+    assert (copy.copied_row_groups, copy.reencoded_row_groups) == (12, 2)
+    assert copy.reencoded_bytes == sum(spans)
 
 
 @pytest.mark.parametrize("fault", [Fault.INTERNAL, Fault.IGNORE_RANGE])

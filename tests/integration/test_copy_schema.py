@@ -8,7 +8,9 @@ kernel; the decimal stats must be the live rows' exact bounds."""
 from __future__ import annotations
 
 import json
+import random
 import shutil
+import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -21,10 +23,13 @@ import pytest
 from deltalake import WriterProperties
 from deltalake.transaction import AddAction
 
+from rlcd.compaction.compact import compact_table
+from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.load import load_snapshot
 from rlcd.operations._dv_writer import delete_rows
 from rlcd.storage import open_store
-from tests.integration.tables import batch, delta_rs_rows, kernel_rows
+from rlcd.storage.metered import MeteredStore
+from tests.integration.tables import S3Mirror, batch, delta_rs_rows, kernel_rows
 from tests.integration.test_copy_path import COPY_ALL, _commit, _compact, _same_outputs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -97,7 +102,7 @@ async def _mostly_delta_rs(path: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "physical", "copied"),
     [
-        (_mostly_pyarrow, "FIXED_LEN_BYTE_ARRAY", 6),
+        (_mostly_pyarrow, "FIXED_LEN_BYTE_ARRAY", 7),  # the delta-rs file's, with its INT64 patched
         (_mostly_delta_rs, "INT64", 9),
     ],
     ids=["mostly-pyarrow", "mostly-delta-rs"],
@@ -132,3 +137,149 @@ async def test_the_output_is_written_as_most_of_its_copied_bytes_are(
         assert Decimal(str(stats["minValues"][column])) == bounds["min"]
         assert Decimal(str(stats["maxValues"][column])) == bounds["max"]
     assert stats["numRecords"] == live.num_rows == len(before)
+
+
+def _nullable(start: int, n: int, part: str | None = None) -> pa.Table:
+    """:func:`_rows` with every seventh price null, and a partition column when ``part``."""
+    table = _rows(start, n)
+    prices = table["price"].to_pylist()
+    price = pa.array(
+        [None if i % 7 == 0 else p for i, p in enumerate(prices)], pa.decimal128(12, 2)
+    )
+    table = table.set_column(table.schema.get_field_index("price"), "price", price)
+    return table if part is None else table.append_column("part", pa.array([part] * n))
+
+
+def _pyarrow_in(path: Path, table: pa.Table, name: str, part: str) -> None:
+    """A file pyarrow writes with its defaults into partition ``part``, added to the log."""
+    (path / f"part={part}").mkdir(exist_ok=True)
+    file = f"part={part}/{name}"
+    pq.write_table(table.drop_columns(["part"]), path / file, row_group_size=ROW_GROUP)
+    add = AddAction(
+        file,
+        (path / file).stat().st_size,
+        {"part": part},
+        int(time.time() * 1000),
+        True,
+        json.dumps({"numRecords": table.num_rows}),
+    )
+    deltalake.DeltaTable(str(path)).create_write_transaction(
+        [add], mode="append", schema=table.schema, partition_by=["part"]
+    )
+
+
+async def alternating_decimals(path: Path) -> list[pa.Table]:
+    """delta-rs and pyarrow files in turn, of three row groups each: every row group copied,
+    the pyarrow ones with their price (fixed-length) patched into INT64."""
+    tables = [_nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP) for i in range(4)]
+    for i, table in enumerate(tables):
+        if i % 2:
+            _pyarrow(path, table, f"part-{i}-pyarrow.parquet")
+        else:
+            _delta_rs(path, table)
+    return tables
+
+
+async def _alternating_partitioned(path: Path) -> list[pa.Table]:
+    """The same in two partitions, a bin each."""
+    tables = []
+    for i in range(4):
+        part = "ab"[i // 2]
+        table = _nullable(i * 2 * ROW_GROUP, 2 * ROW_GROUP, part)
+        if i % 2:
+            _pyarrow_in(path, table, f"part-{i}-pyarrow.parquet", part)
+        else:
+            deltalake.write_deltalake(
+                str(path),
+                table,
+                mode="append",
+                partition_by=["part"],
+                writer_properties=WriterProperties(max_row_group_size=ROW_GROUP),
+            )
+        tables.append(table)
+    return tables
+
+
+@pytest.mark.parametrize(
+    ("make", "copied"),
+    [(alternating_decimals, [12]), (_alternating_partitioned, [4, 4])],
+    ids=["one-bin", "partitioned"],
+)
+async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
+    tmp_path: Path, make: object, copied: list[int]
+) -> None:
+    """Bins mixing delta-rs files (INT64 decimals) with pyarrow files (fixed-length ones, with
+    nulls): every row group is copied, the pyarrow ones but for their price chunks, which are
+    re-encoded as INT64. Each output reads back through pyarrow as its sources' rows in write
+    order, like the re-encode path's, through delta-rs and the kernel as the table's rows, and
+    its decimal stats are the live rows' exact bounds."""
+    auto, reencoded = tmp_path / "auto", tmp_path / "reencode"
+    auto.mkdir()
+    tables = await make(auto)  # type: ignore[operator]
+    shutil.copytree(auto, reencoded)
+    before = delta_rs_rows(auto)
+    report = await _compact(str(auto), rewrite="auto", **COPY_ALL)
+    await _compact(str(reencoded), rewrite="reencode", **COPY_ALL)
+    assert sorted(w.copied_row_groups for w in report.committed) == copied
+    version = report.committed_version or 0
+    _same_outputs(auto, reencoded, version)
+    assert delta_rs_rows(auto) == before == kernel_rows(auto)
+    adds, _ = _commit(auto, version)
+    for add in adds:
+        output = auto / add["path"]
+        meta = pq.read_metadata(output)
+        assert (
+            meta.schema.column(meta.schema.to_arrow_schema().get_field_index("price")).physical_type
+            == "INT64"
+        )
+        live = pq.read_table(output)
+        part = add["partitionValues"].get("part")
+        sources = [t for t in tables if part is None or t["part"][0].as_py() == part]
+        expected = pa.concat_tables(sources)
+        if part is not None:
+            expected = expected.drop_columns(["part"])
+        assert live.to_pylist() == expected.to_pylist()  # the sources' rows, in write order
+        stats = json.loads(add["stats"])
+        for column in ("price", "wide"):
+            bounds = pc.min_max(live[column]).as_py()
+            assert Decimal(str(stats["minValues"][column])) == bounds["min"]
+            assert Decimal(str(stats["maxValues"][column])) == bounds["max"]
+        assert stats["nullCount"]["price"] == live["price"].null_count > 0
+
+
+async def test_patched_row_groups_on_s3_fetch_only_the_columns_they_need(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On moto's S3 a source copied with patches is fetched only for the chunks of its
+    patched and stats columns, not whole; the output is the local store's byte for byte, and
+    no temporary file (encoded, patches) is left."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    source, local = tmp_path / "source", tmp_path / "local"
+    source.mkdir()
+    rng = random.Random(5)
+    for i in range(4):  # 1 KiB random blobs: 3 MiB a file, the chunks not needed
+        table = _nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP)
+        table = table.append_column(
+            "blob", pa.array([rng.randbytes(1024) for _ in range(len(table))])
+        )
+        if i % 2:
+            _pyarrow(source, table, f"part-{i}-pyarrow.parquet")
+        else:
+            _delta_rs(source, table)
+    shutil.copytree(source, local)
+    mirror = S3Mirror(moto_endpoint, s3_bucket)
+    uri = mirror.upload(source, "tables/t")
+    async with open_store(uri, s3=mirror.config) as inner:
+        store = MeteredStore(inner)
+        report = await compact_table(store, CompactionPolicy(**COPY_ALL))
+        fetched = store.bytes["get"]
+    (done,) = report.committed
+    (done_local,) = (await _compact(str(local), **COPY_ALL)).committed
+    assert done.copied_row_groups == 12 and not list(temp.iterdir())
+    remote = mirror.download("tables/t", tmp_path / "remote")
+    assert done.path is not None and done_local.path is not None
+    assert (remote / done.path).read_bytes() == (local / done_local.path).read_bytes()
+    patched = sum(p.stat().st_size for p in source.glob("*-pyarrow.parquet"))
+    assert fetched - (done.copied_bytes - done.server_copied_bytes) < patched / 2

@@ -17,7 +17,7 @@ import pytest
 from deltalake import WriterProperties
 from structlog.testing import capture_logs
 
-from rlcd.compaction._copy import CopiedBytes, write_streamed
+from rlcd.compaction._copy import CopiedBytes, LocalFiles, write_streamed
 from rlcd.compaction.compact import CompactionReport, compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.daemon.metrics import Metrics
@@ -100,7 +100,8 @@ async def _write(store: ObjectStore, pieces: Sequence[Piece], tmp_path: Path) ->
     encoded = tmp_path / "encoded"
     encoded.write_bytes(ENCODED)
     async with store.open_writer("out") as writer:
-        moved = await write_streamed(store, writer, _assembly(pieces), list(OBJECTS), str(encoded))
+        local = LocalFiles(str(encoded), "")
+        moved = await write_streamed(store, writer, _assembly(pieces), list(OBJECTS), local)
         await writer.complete()
     return moved
 
@@ -166,7 +167,7 @@ async def test_a_refused_copy_falls_back_to_fetching(store: MeteredStore, tmp_pa
     with capture_logs() as logs:
         async with CopyingWriter("out", sink) as writer:
             moved = await write_streamed(
-                store, writer, _assembly(pieces), list(OBJECTS), str(encoded)
+                store, writer, _assembly(pieces), list(OBJECTS), LocalFiles(str(encoded), "")
             )
     assert b"".join(sink.parts) == _expected(pieces)
     assert moved.server == 0 and sink.refused == 1

@@ -7,8 +7,10 @@ snapshot is released and loaded again when it changes."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
@@ -24,6 +26,7 @@ from rlcd.daemon.config import parse_settings
 from rlcd.daemon.metrics import QuarantinedFile
 from rlcd.daemon.supervise import Limits, Supervisor, TableStatus
 from rlcd.storage import LocalStore
+from rlcd.storage.base import ObjectMeta
 from rlcd.storage.uri import TableUri
 from tests.integration.races import HoldingStore
 from tests.integration.tables import append, batch, delta_rs_rows, live_files, partitioned
@@ -181,6 +184,44 @@ async def test_a_bins_duration_runs_from_its_own_start(tmp_path: Path) -> None:
     registry = supervisor.metrics.registry
     assert registry.get_sample_value("rlcd_bin_duration_seconds_count") == 2
     assert registry.get_sample_value("rlcd_bin_duration_seconds_sum") == 80.0
+
+
+class _SlowListings(LocalStore):
+    """A local store whose every listing of the log moves ``offset`` (added to the
+    supervisor's clock) on by 0.4 s, noting that clock when it starts."""
+
+    def __init__(self, root: str, offset: list[float], starts: list[float]) -> None:
+        super().__init__(root)
+        self._offset, self._starts = offset, starts
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        if prefix.startswith("_delta_log"):
+            self._starts.append(time.monotonic() + self._offset[0])
+            self._offset[0] += 0.4
+        return super().list(prefix, start_after=start_after)
+
+
+async def test_the_poll_interval_runs_from_each_pass_start(tmp_path: Path) -> None:
+    """Passes that take 0.4 s of a 0.5 s interval start 0.5 s apart, not 0.9 s: a slow
+    pass does not delay the next, so a commit is seen by the first pass after it."""
+    append(tmp_path / "tables" / "t", batch(0, 10))
+    text = CONFIG.replace('"100ms"', '"500ms"').replace(
+        "[discover.policy]\n", "[discover.policy]\nvacuum = false\n"
+    )
+    settings = parse_settings(text, source="test.toml", base_dir=str(tmp_path))
+    offset, starts = [0.0], []
+    supervisor = Supervisor(
+        settings,
+        store_for=lambda uri: _SlowListings(uri.prefix, offset, starts),
+        limits=Limits.of(settings),
+        clock=lambda: time.monotonic() + offset[0],
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervisor.run)
+        await _until(lambda: len(starts) >= 6)  # the first pass's, then idle passes' one each
+        supervisor.stop()
+    idle = starts[-3:]
+    assert all(0.45 < b - a < 0.7 for a, b in itertools.pairwise(idle)), starts
 
 
 async def test_a_run_superseded_by_another_compaction_is_no_failure(tmp_path: Path) -> None:
@@ -444,6 +485,28 @@ async def test_a_lagging_checkpoint_is_written_whoever_committed(tmp_path: Path)
     assert value("rlcd_checkpoint_lag_versions", fresh) == 4
     assert not list((fresh / "_delta_log").glob("*.checkpoint*"))
     assert list((lagging / "_rlcd").iterdir()) == []  # the lease was released
+
+
+async def test_the_checkpoint_after_a_compaction_is_counted(tmp_path: Path) -> None:
+    """The compaction's commit lands on version 4, a multiple of the interval (4): the
+    checkpoint written after it in the commit path counts in rlcd_checkpoints_written_total,
+    as the lag checkpoint does (none is owed here: the lag was 3)."""
+    path = tmp_path / "tables" / "t"
+    for i in range(3):
+        append(path, batch(i * 10, 10))
+    deltalake.DeltaTable(str(path)).alter.set_table_properties({"delta.checkpointInterval": "4"})
+    settings = parse_settings(CONFIG, source="test.toml", base_dir=str(tmp_path))
+    supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    written = [e["version"] for e in logs if e["event"] == "checkpoint_written"]
+    assert written == [4] and live_files(path) == 1
+    assert (path / "_delta_log" / f"{4:020d}.checkpoint.parquet").is_file()
+    table = str(TableUri.parse(str(path)))
+    registry = supervisor.metrics.registry
+    assert registry.get_sample_value("rlcd_checkpoints_written_total", {"table": table}) == 1
 
 
 BUDGET = """

@@ -7,6 +7,7 @@ a real run leaves storage holding only what the live version reads, with every r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -16,16 +17,20 @@ from typing import Any
 import deltalake
 import pyarrow as pa
 import pytest
+from structlog.testing import capture_logs
 
 from rlcd.compaction.compact import compact_table
+from rlcd.delta.actions import RemoveFile
+from rlcd.delta.checkpoint_writer import CheckpointWritten, write_checkpoint
 from rlcd.delta.load import load_snapshot
 from rlcd.delta.log_path import commit_name
 from rlcd.delta.partitions import object_key
 from rlcd.delta.replay import Snapshot
-from rlcd.errors import ConfigError, StorageError, UnsupportedFeatureError
+from rlcd.delta.write import write_commit
+from rlcd.errors import ConfigError, CorruptLogError, StorageError, UnsupportedFeatureError
 from rlcd.operations import vacuum as vacuum_module
 from rlcd.operations.vacuum import VacuumMode, vacuum_table
-from rlcd.storage import LocalStore
+from rlcd.storage import LocalStore, open_store
 from rlcd.storage.base import ObjectStore
 from tests.integration.races import POLICY, ROWS, RaceTable, dv_delete, judge
 
@@ -166,6 +171,25 @@ async def test_vacuum_keeps_every_row_and_only_live_files(
     assert again.files == () and again.start_version is None
 
 
+async def test_the_checkpoints_after_its_commits_are_reported(
+    make: Callable[..., RaceTable],
+) -> None:
+    """With ``delta.checkpointInterval`` 1, VACUUM START and END are each followed by their
+    checkpoint, which the report names (the daemon counts them); the table reads the same."""
+    table, expected = await _compacted(make)
+    async with table.store() as store:
+        snapshot = await load_snapshot(store)
+        interval = {**snapshot.metadata.configuration, "delta.checkpointInterval": "1"}
+        metadata = dataclasses.replace(snapshot.metadata, configuration=interval)
+        await write_commit(store, snapshot.version + 1, [metadata])
+        report = await vacuum_table(store, mode="lite", retain_ms=0, allow_short_retention=True)
+        keys = {m.key async for m in store.list("_delta_log/")}
+    assert report.start_version is not None and report.end_version is not None
+    assert report.checkpoints == (report.start_version, report.end_version)
+    assert {f"_delta_log/{v:020d}.checkpoint.parquet" for v in report.checkpoints} <= keys
+    await judge(table, expected)
+
+
 async def test_the_tables_retention_protects_recent_tombstones(
     make: Callable[..., RaceTable],
 ) -> None:
@@ -202,6 +226,37 @@ async def test_a_table_rlcd_cannot_write_is_refused(make: Callable[..., RaceTabl
         with pytest.raises(UnsupportedFeatureError, match="futureMagic"):
             await vacuum_table(store, mode="full", retain_ms=0, allow_short_retention=True)
         assert {m.key async for m in store.list("")} == keys
+
+
+async def test_vacuum_protocol_check_is_honoured(make: Callable[..., RaceTable]) -> None:
+    """``vacuumProtocolCheck`` asks a vacuum to check it can write the table: with a writer
+    feature rlcd does not know beside it the vacuum is refused before anything is deleted; with
+    that feature alone (rlcd writes the table) it runs and keeps every live file (delta-rs
+    cannot read the feature: no judge)."""
+    table, _ = await _compacted(make)
+    async with table.store() as store:
+        snapshot = await load_snapshot(store)
+        protocol = snapshot.protocol
+        checked = dataclasses.replace(
+            protocol,
+            reader_features=[*(protocol.reader_features or ()), "vacuumProtocolCheck"],
+            writer_features=[*(protocol.writer_features or ()), "vacuumProtocolCheck"],
+        )
+        await write_commit(store, snapshot.version + 1, [checked])
+        keys = {m.key async for m in store.list("")}
+        unknown = dataclasses.replace(
+            checked, writer_features=[*(checked.writer_features or ()), "futureMagic"]
+        )
+        await write_commit(store, snapshot.version + 2, [unknown])
+        with pytest.raises(UnsupportedFeatureError, match="futureMagic"):
+            await vacuum_table(store, mode="lite", retain_ms=0, allow_short_retention=True)
+        assert {m.key async for m in store.list("")} == keys | {commit_name(snapshot.version + 2)}
+        await store.delete(commit_name(snapshot.version + 2))  # the other engine's, undone
+        report = await vacuum_table(store, mode="lite", retain_ms=0, allow_short_retention=True)
+        live = _live_keys(await load_snapshot(store))
+        left = {m.key async for m in store.list("")}
+    assert report.deleted == len(report.files) > 0
+    assert live <= left and not live & {f.key for f in report.files}
 
 
 class _FailingDeletes:
@@ -281,3 +336,80 @@ async def test_change_data_files_go_in_both_modes(tmp_path: Path, checkpointed: 
             keys = {f.key for f in report.files}
             assert keys == set(theirs), mode
             assert any(k.startswith("_change_data/") for k in keys)
+
+
+# --- bad input (issue 41): nothing deleted that should stay, messages name table and file ---
+
+
+@pytest.mark.parametrize("mode", ["lite", "full"])
+async def test_a_tombstones_file_already_gone_is_no_error(
+    make: Callable[..., RaceTable], mode: VacuumMode
+) -> None:
+    """A tombstoned source deleted behind rlcd's back before the run: the vacuum succeeds,
+    neither lists nor counts it, and deletes the rest."""
+    table, expected = await _compacted(make)
+    async with table.store() as store:
+        listed = await vacuum_table(
+            store, mode=mode, retain_ms=0, allow_short_retention=True, dry_run=True
+        )
+        gone = next(f for f in listed.files if f.key.startswith("part="))
+        await store.delete(gone.key)
+        report = await vacuum_table(store, mode=mode, retain_ms=0, allow_short_retention=True)
+        left = {m.key async for m in store.list("")}
+    assert {f.key for f in report.files} == {f.key for f in listed.files} - {gone.key}
+    assert report.deleted == len(report.files) == len(listed.files) - 1
+    assert report.bytes == listed.bytes - gone.size
+    assert not {f.key for f in listed.files} & left
+    await judge(table, expected)
+
+
+@pytest.mark.parametrize("mode", ["lite", "full"])
+async def test_a_tombstone_outside_the_table_is_never_deleted(
+    make: Callable[..., RaceTable], mode: VacuumMode
+) -> None:
+    """An expired tombstone naming ``../other/x.parquet`` (a sibling of the table): the file
+    there stays, the report lists it as outside, and the event names table and path."""
+    table, expected = await _compacted(make)
+    sibling = table.uri.rsplit("/", 1)[0] + "/other"
+    async with open_store(sibling, s3=table.s3) as other:
+        await other.put("x.parquet", b"not the table's")
+        async with table.store() as store:
+            snapshot = await load_snapshot(store)
+            remove = RemoveFile(path="../other/x.parquet", deletion_timestamp=0, size=15)
+            await write_commit(store, snapshot.version + 1, [remove])
+            with capture_logs() as logs:
+                report = await vacuum_table(
+                    store, mode=mode, retain_ms=0, allow_short_retention=True
+                )
+        assert await other.get("x.parquet") == b"not the table's"
+    assert [o.path for o in report.outside] == ["../other/x.parquet"]
+    assert report.deleted == len(report.files) > 0
+    assert not any("other" in f.key for f in report.files)
+    outside = [e for e in logs if e["event"] == "vacuum_path_outside_table"]
+    assert [(e["table"], e["path"]) for e in outside] == [(store.root, "../other/x.parquet")]
+    await judge(table, expected)
+
+
+async def test_a_corrupt_checkpoint_stops_the_vacuum_before_anything_is_deleted(
+    make: Callable[..., RaceTable],
+) -> None:
+    """The table's newest checkpoint cut short: the vacuum raises CorruptLogError naming the
+    table and the checkpoint file, and deletes and commits nothing."""
+    table, _ = await _compacted(make)
+    async with table.store() as store:
+        written = await write_checkpoint(store, await load_snapshot(store))
+        assert isinstance(written, CheckpointWritten)
+        data = await store.get(written.key)
+        await store.put(written.key, data[: len(data) // 2])
+        keys = {m.key async for m in store.list("")}
+        for mode in ("lite", "full"):
+            with pytest.raises(CorruptLogError) as info:
+                await vacuum_table(
+                    store,
+                    mode=mode,  # type: ignore[arg-type]
+                    retain_ms=0,
+                    allow_short_retention=True,
+                )
+            assert info.value.path == written.key and info.value.table == store.root
+            assert written.key in str(info.value) and store.root in str(info.value)
+        assert {m.key async for m in store.list("")} == keys

@@ -17,9 +17,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pyarrow.parquet as pq
 import pytest
 
+from tests.integration.test_copy_schema import alternating_decimals
 from tests.spark.support import compact, latest_version, log_actions, read, verify
 
 pytestmark = pytest.mark.spark
@@ -143,3 +145,21 @@ def test_spark_reads_copied_outputs_and_runs_dml_on_them(
     verify(path)
     (count,) = spark.sql(f"SELECT count(*) AS n FROM delta.`{path}`").collect()
     assert count.n == after[0]  # the count from rlcd's stats
+
+
+def test_spark_reads_row_groups_copied_with_patched_decimals(spark: Any, tmp_path: Path) -> None:
+    """delta-rs files (INT64 decimals) and pyarrow files (fixed-length ones, with nulls) in
+    turn: rlcd copies every row group, the pyarrow ones with their decimal chunks re-encoded
+    as INT64 between copied chunks; both of Spark's readers read the rows they read before."""
+    path = tmp_path / "t"
+    path.mkdir()
+    anyio.run(alternating_decimals, path)
+    before = _digest(spark, path)
+    done = compact(path, "--target-size", "512MiB", "--min-copy-row-group", "1KiB")
+    assert _copied(done.stdout) == 12
+    version = latest_version(path)
+    (add,) = (a["add"] for a in log_actions(path, version) if "add" in a)
+    schema = pq.read_metadata(path / add["path"]).schema
+    assert schema.column(schema.to_arrow_schema().get_field_index("price")).physical_type == "INT64"
+    assert _digest(spark, path) == before
+    verify(path)

@@ -15,7 +15,7 @@ above the module named (whose ``__init__`` Python runs first) are not counted.
 
 - **Layers**: a package (``rlcd.X``; a module directly under ``rlcd`` is a package of its own)
   imports only itself and the packages :data:`MAY_IMPORT` lists for it; the list is acyclic,
-  storage → delta → parquet → reconcile → compaction → operations → daemon → cli (parquet
+  storage → parquet → delta → reconcile → compaction → operations → daemon → cli (parquet
   imports no other rlcd package). TYPE_CHECKING imports count: a type named from a higher
   layer is a dependency on it all the same.
 - **Package cycles**: the packages the code imports (TYPE_CHECKING included) form no cycle,
@@ -59,8 +59,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "rlcd.errors": frozenset(),
     "rlcd._tasks": frozenset(),
     "rlcd.storage": _SHARED,
-    "rlcd.delta": _SHARED | {"rlcd.storage"},
     "rlcd.parquet": _SHARED,
+    "rlcd.delta": _SHARED | {"rlcd.storage", "rlcd.parquet"},
     "rlcd.reconcile": _SHARED | {"rlcd.delta"},
     "rlcd.compaction": _SHARED | _ENGINE,
     "rlcd.operations": _SHARED | _ENGINE | {"rlcd.compaction"},

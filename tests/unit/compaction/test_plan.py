@@ -845,6 +845,38 @@ def test_the_column_planner_plans_what_the_object_rules_give(
     live = list(snapshot.files.values())
     exclude = {live[i].key for i in excluded if i < len(live)} | {("gone", None)}
     bins = plan_bins(snapshot, config, policy, exclude=exclude, before_ms=before_ms)
+    ids = [b.bin_id for b in bins]  # from the columns, before any object is made
+    sizes = [(b.num_sources, b.source_bytes, b.largest_source_bytes) for b in bins]
     got = [(list(b.sources), b.estimated_bytes, b.purges_dvs, b.needs_footer_counts) for b in bins]
     assert got == _object_plan(snapshot, policy, exclude, before_ms)
     assert all(b.partition_values == b.sources[0].partition_values for b in bins)
+    assert ids == [Bin(*_fields(b)).bin_id for b in bins]
+    assert sizes == [(len(s), sum(f.size for f in s), max(f.size for f in s)) for s, *_ in got]
+
+
+def _fields(b: Bin) -> tuple[Any, ...]:
+    return (b.partition_values, b.sources, b.estimated_bytes, b.purges_dvs, b.needs_footer_counts)
+
+
+def test_counts_past_int64_and_float_precision_weigh_as_python_integers() -> None:
+    """Sizes times live rows past int64, and counts past 2**53 (where a float ratio may round
+    otherwise), weigh and purge as the rule in Python's integers says."""
+    policy = CompactionPolicy(target_file_size=100, max_deleted_rows_ratio=0.3)
+    files = [
+        add("a", 2**62, records=2**60, deleted=2**59 - 1, dv_id="d1"),
+        add("b", 2**62 + 3, records=2**60 + 1, deleted=2**59 + 1, dv_id="d2"),
+        add("c", 3 * 2**61, records=3 * 2**55, deleted=2**55 + 7, dv_id="d3"),
+        add("d", 10, records=2**54 + 1, deleted=2**53, dv_id="d4"),
+        add("e", 20, records=5),
+    ]
+    snapshot, config = table(files)
+    bins = plan_bins(snapshot, config, policy)
+    got = [(list(b.sources), b.estimated_bytes, b.purges_dvs, b.needs_footer_counts) for b in bins]
+    assert got == _object_plan(snapshot, policy, set(), None)
+    assert {b.sources[0].path for b in bins if b.num_sources == 1} == {"a", "b", "c"}
+
+
+def test_a_negative_size_is_a_corrupt_log() -> None:
+    with pytest.raises(CorruptLogError, match="negative size") as info:
+        plan([add("a", 10), add("bad", -1)], P100)
+    assert info.value.path == "bad"

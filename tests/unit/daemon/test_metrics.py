@@ -3,6 +3,7 @@ on the event loop."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import socket
 
@@ -18,6 +19,7 @@ from rlcd.compaction.policy import CompactionPolicy
 from rlcd.compaction.rewrite import RewrittenBin
 from rlcd.daemon.metrics import Health, Metrics, TableHealth, VacuumRecord, serve_metrics
 from rlcd.delta.actions import AddFile
+from rlcd.delta.checkpoint_writer import CheckpointWritten
 from rlcd.delta.outcome import Abort
 from rlcd.errors import ConfigError
 from rlcd.reconcile.classify import SOURCE_COMPACTED
@@ -201,15 +203,30 @@ def test_footprint_success_and_consecutive_failures() -> None:
 
 
 def test_vacuums_add_up_files_and_bytes() -> None:
-    """Each vacuum adds the files it deleted and their bytes to the table's counters."""
+    """Each vacuum adds the files it deleted and their bytes to the table's counters, and the
+    checkpoints written after its commits to the checkpoints written."""
     m = Metrics()
-    m.record_vacuum(T, files=3, nbytes=3000)
-    m.record_vacuum(T, files=0, nbytes=0)
-    m.record_vacuum(T, files=2, nbytes=500)
+    m.record_vacuum(T, files=3, nbytes=3000, checkpoints=1)
+    m.record_vacuum(T, files=0, nbytes=0, checkpoints=0)
+    m.record_vacuum(T, files=2, nbytes=500, checkpoints=2)
     got = samples(m)
     t = (("table", T),)
     assert got[("rlcd_vacuum_files_deleted_total", t)] == 5
     assert got[("rlcd_vacuum_bytes_reclaimed_total", t)] == 3500
+    assert got[("rlcd_checkpoints_written_total", t)] == 3
+
+
+def test_every_checkpoint_rlcd_writes_is_counted() -> None:
+    """The checkpoint written after a compaction's commit counts, as the lag checkpoint does;
+    a run with none adds nothing."""
+    m = Metrics()
+    m.record_compaction(T, report(), now_s=1.0)
+    t = (("table", T),)
+    assert samples(m).get(("rlcd_checkpoints_written_total", t), 0) == 0
+    after = CheckpointWritten(10, "_delta_log/00000000000000000010.checkpoint.parquet", 5, 3, 900)
+    m.record_compaction(T, dataclasses.replace(report(), checkpoint=after), now_s=2.0)
+    m.count_checkpoint(T)
+    assert samples(m)[("rlcd_checkpoints_written_total", t)] == 2
 
 
 def test_forgetting_a_table_drops_all_its_series() -> None:
@@ -221,7 +238,7 @@ def test_forgetting_a_table_drops_all_its_series() -> None:
         m.set_backlog(table, version=1, small_files=1, pending_bytes=1)
         m.record_error(table, ValueError(), now_s=1.0)
         m.set_footprint(table, live_files=1, live_bytes=1, reclaimable_bytes=1)
-        m.record_vacuum(table, files=1, nbytes=1)
+        m.record_vacuum(table, files=1, nbytes=1, checkpoints=1)
     m.forget_table(T)
     tables = {dict(labels).get("table") for _, labels in samples(m)}
     assert T not in tables and other in tables

@@ -5,13 +5,23 @@ columns; the check of the footer read back fails closed."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from rlcd.errors import InternalError
-from rlcd.parquet.assemble import Assembly, EncodedRange, SourceRange, assemble, check_output
+from rlcd.parquet.assemble import (
+    Assembly,
+    EncodedRange,
+    Patch,
+    PatchRange,
+    SourceRange,
+    assemble,
+    check_output,
+)
 from rlcd.parquet.copy_plan import Copy, CopyPlan, OutputSchema, Reencode, Source, plan_copy
 from tests.unit.parquet.files import footer, row_group_ranges, write
 
@@ -211,3 +221,126 @@ def test_a_sources_copied_row_groups_are_one_range() -> None:
     ]
     assert assembly.pieces[0] == b"PAR1" and assembly.pieces[-1] == assembly.footer
     assert list(assembly.pieces[1:-1]) == expected
+
+
+def _priced(start: int, rows: int) -> pa.Table:
+    """Decimals between other columns (a patched chunk lies between copied ones), two of
+    them side by side, with nulls, and a dictionary-encoded string."""
+    ids = range(start, start + rows)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "price": pa.array(
+                [Decimal(i * 7919 % 100_003 - 50_000).scaleb(-2) if i % 9 else None for i in ids],
+                pa.decimal128(12, 2),
+            ),
+            "small": pa.array([Decimal(i % 1000).scaleb(-1) for i in ids], pa.decimal128(5, 1)),
+            "word": pa.array([f"w{i % 7}" for i in ids], pa.string()),
+        }
+    )
+
+
+PATCHED_OUTPUT = {**OUTPUT, "store_decimal_as_integer": True}
+"""The output writer's settings: decimals as INT32/INT64, as delta-rs and Spark store them."""
+
+
+def _patch(
+    plan: CopyPlan, files: Sequence[pa.Buffer], **settings: object
+) -> tuple[list[Patch], pa.Buffer]:
+    """What the rewrite does for each row group copied with patches: its patched columns,
+    decoded, written with the output's settings as a file of their own, whose chunks are
+    appended to the patches file."""
+    patches, body = [], pa.BufferOutputStream()
+    for step in plan.steps:
+        if isinstance(step, Copy) and step.patched:
+            source = pq.ParquetFile(pa.BufferReader(files[step.source]))
+            names = [source.schema_arrow.names[c] for c in step.patched]
+            file = write(source.read_row_group(step.row_group, columns=names), 1 << 20, **settings)
+            span = len(footer(file))
+            patches.append(Patch(footer(file), body.tell()))
+            body.write(file.slice(4, file.size - span - 4))
+    return patches, body.getvalue()
+
+
+def _empty() -> pa.Buffer:
+    """The file the output's writer writes with no row group: the footer's template."""
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, _priced(0, 0).schema, **PATCHED_OUTPUT).close()
+    return sink.getvalue()
+
+
+def _patched_files() -> list[pa.Buffer]:
+    return [
+        write(_priced(0, 3_000), 1_000, compression="snappy"),  # fixed-length decimals
+        write(_priced(3_000, 2_000), 700, **PATCHED_OUTPUT),  # as the output's
+        write(_priced(5_000, 1_500), 1_500, compression="gzip", write_page_index=True),
+    ]
+
+
+def _materialised(
+    assembly: Assembly, files: Sequence[pa.Buffer], encoded: pa.Buffer, patches: pa.Buffer
+) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    for piece in assembly.pieces:
+        if isinstance(piece, PatchRange):
+            sink.write(patches.slice(piece.start, piece.stop - piece.start))
+        else:
+            sink.write(_materialise(replace(assembly, pieces=(piece,)), files, encoded))
+    return sink.getvalue()
+
+
+def test_row_groups_copied_with_patches_read_back_as_the_sources_rows() -> None:
+    """Sources whose decimals are fixed-length bytes, in an output of integer decimals: their
+    row groups are copied but for the decimal columns' chunks, spliced in from the patches;
+    the output reads back as the sources' rows in order, with the output's storage, the
+    patched chunks' statistics and codec, and row group sizes that add up."""
+    files = _patched_files()
+    output = OutputSchema.of(footer(_empty()))
+    plan = plan_copy(
+        [Source(footer(f), False) for f in files],
+        output,
+        0,
+        patchable=frozenset({"price", "small"}),
+    )
+    assert [s.patched for s in plan.steps if isinstance(s, Copy)] == [(1, 2)] * 3 + [()] * 3 + [
+        (1, 2)
+    ]
+    empty = _empty()
+    patches, body = _patch(plan, files, **PATCHED_OUTPUT)
+    assembly = assemble(plan, footer(empty), empty.size, patches)
+    out = _materialised(assembly, files, empty, body)
+    check_output(assembly, footer(out), out.size)
+    read = pq.read_table(pa.BufferReader(out))
+    assert read.equals(
+        pa.concat_tables([_priced(0, 3_000), _priced(3_000, 2_000), _priced(5_000, 1_500)])
+    )
+    meta = pq.read_metadata(pa.BufferReader(out))
+    assert meta.schema.column(1).physical_type == "INT64"
+    for r in range(meta.num_row_groups):
+        group = meta.row_group(r)
+        price = group.column(1)
+        assert price.physical_type == "INT64" and price.compression == "ZSTD"
+        assert price.statistics.has_min_max and price.statistics.null_count > 0
+        assert not group.column(0).has_column_index  # page indexes are dropped, as before
+        assert group.total_byte_size == sum(
+            group.column(j).total_uncompressed_size for j in range(group.num_columns)
+        )
+
+
+def test_a_patch_that_does_not_fit_its_row_group_is_refused() -> None:
+    """A patch stored otherwise than the output, or of other rows, fails the assembly."""
+    files = _patched_files()[:1]
+    output = OutputSchema.of(footer(_empty()))
+    plan = plan_copy(
+        [Source(footer(files[0]), False)], output, 0, patchable=frozenset({"price", "small"})
+    )
+    empty = _empty()
+    fixed, _ = _patch(plan, files, **OUTPUT)
+    with pytest.raises(InternalError, match="not stored as the output's"):
+        assemble(plan, footer(empty), empty.size, fixed)
+    patches, _ = _patch(plan, files, **PATCHED_OUTPUT)
+    with pytest.raises(InternalError, match="patches for"):
+        assemble(plan, footer(empty), empty.size, patches[:-1])
+    short = write(_priced(0, 10).select(["price", "small"]), 10, **PATCHED_OUTPUT)
+    with pytest.raises(InternalError, match="rows for a row group"):
+        assemble(plan, footer(empty), empty.size, [Patch(footer(short), 0), *patches[1:]])

@@ -410,3 +410,63 @@ def test_a_tie_keeps_the_first_schema() -> None:
     assert choose_plan([fixed], [outputs[1], outputs[1]], 0)[0] == 0
     with pytest.raises(ValueError, match="no output schema"):
         choose_plan([fixed], [], 0)
+
+
+def test_only_the_decimal_storage_differing_patches_those_columns() -> None:
+    """A source whose schema differs from the output's only in a decimal column's storage is
+    copied with that column patched, when the caller lets that column be; the bytes it copies
+    leave the patched chunks out, so the choice between the schemas weighs them."""
+    integers = Source(_decimal_file(1_000, as_integers=True), False)
+    fixed = Source(_decimal_file(3_000, as_integers=False), False)
+    output = _decimal_outputs()[1]
+    plan = plan_copy([integers, fixed], output, 0, patchable=frozenset({"price"}))
+    assert all(isinstance(step, Copy) for step in plan.steps)
+    assert [s.patched for s in plan.steps if isinstance(s, Copy)] == [(1,)] * 2 + [()] * 6
+    patched = [c for c in plan.choices if c.patched]
+    assert [c.source for c in patched] == [0, 0] and all(c.copy for c in patched)
+    assert all(0 < c.patched_size < c.size for c in patched)
+    assert all(str(Reason.STORAGE) in c.detail for c in patched)
+    chosen, chosen_plan = choose_plan(
+        [integers, fixed], _decimal_outputs(), 0, patchable=frozenset({"price"})
+    )
+    assert (chosen, chosen_plan) == (1, plan)
+
+
+def _nested(rows: int) -> pa.Table:
+    price = _decimals(rows)["price"].combine_chunks()
+    return pa.table({"s": pa.StructArray.from_arrays([price], ["p"])})
+
+
+@pytest.mark.parametrize(
+    ("source", "output", "patchable"),
+    [
+        (_decimals, _decimals, frozenset()),  # the caller lets no column be patched
+        (_decimals, _decimals, frozenset({"id"})),  # nor this one
+        (_nested, _nested, frozenset({"s", "p"})),  # not a top-level column
+        (  # another precision: another logical type
+            _decimals,
+            lambda rows: _decimals(rows).cast(
+                pa.schema([("id", pa.int64()), ("price", pa.decimal128(13, 2))])
+            ),
+            frozenset({"price"}),
+        ),
+        (  # the decimal stored otherwise, and another column renamed
+            lambda rows: _decimals(rows).rename_columns(["key", "price"]),
+            _decimals,
+            frozenset({"price", "key", "id"}),
+        ),
+    ],
+    ids=["not-patchable", "other-column-patchable", "nested", "precision", "and-renamed"],
+)
+def test_a_schema_that_differs_otherwise_is_reencoded_whole(
+    source: Callable[[int], pa.Table],
+    output: Callable[[int], pa.Table],
+    patchable: frozenset[str],
+) -> None:
+    """Anything beyond a top-level decimal's storage, in a column the caller lets be patched,
+    re-encodes the row group whole, as before."""
+    written = footer(write(source(700), 500, store_decimal_as_integer=True))
+    schema = OutputSchema.of(footer(write(output(0), 100, store_decimal_as_integer=False)))
+    plan = plan_copy([Source(written, False)], schema, 0, patchable=patchable)
+    assert {c.reason for c in plan.choices} == {Reason.SCHEMA}
+    assert not any(c.patched for c in plan.choices)

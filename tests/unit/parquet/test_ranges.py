@@ -1,4 +1,4 @@
-"""The byte ranges a projected read fetches (:mod:`rlcd.compaction._projection`): pyarrow reads
+"""The byte ranges a projected read fetches (:mod:`rlcd.parquet.ranges`): pyarrow reads
 the chosen columns of the chosen row groups from a file that holds only those ranges and the
 footer, with junk everywhere else, exactly as it reads them from the whole file."""
 
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rlcd.compaction._projection import MERGE_GAP, chunk_ranges
 from rlcd.parquet.footer import footer_span
+from rlcd.parquet.ranges import MERGE_GAP, chunk_ranges
 
 ROWS = 3_000
 

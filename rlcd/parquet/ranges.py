@@ -1,9 +1,10 @@
-"""Which bytes of a source a projected read needs (pure: a footer in, byte ranges out).
+"""Which bytes of a file a projected read needs (pure: a footer in, byte ranges out).
 
-A copied row group is decoded only for the columns whose Delta stats its footer cannot give
-(floats, arrays, maps). On an object store, fetching its whole source for them downloads the
-bytes a server-side copy saves, so such a source is fetched sparsely: its footer and these
-column chunks only (:func:`rlcd.compaction.source.fetch_projected`). A range is what pyarrow's
+A reader that wants some columns of some row groups fetches only these ranges (and the footer)
+into a sparse local file, which pyarrow then reads as the whole file: the holes are never read.
+The compaction engine does so for the columns a copied row group's footer cannot give stats of
+(:func:`rlcd.compaction.source.fetch_projected`), a snapshot load for a checkpoint's projected
+columns (:mod:`rlcd.delta.load`). A range is what pyarrow's
 reader reads of a column chunk (Arrow's ``ComputeColumnChunkRange``): from the dictionary page
 when it comes first, else the first data page, ``total_compressed_size`` bytes, then the slack
 Arrow reads after the chunks of old parquet-mr files (PARQUET-816), taken for every file. The
