@@ -1,6 +1,6 @@
 """Compaction throughput, CPU, output size and memory, side by side in one run.
 
-    .venv/bin/python bench/compact.py [--shape bench|skewed|fixture|medium|medium-pyarrow]
+    .venv/bin/python bench/compact.py [--shape bench|skewed|fixture|medium|medium-pyarrow|random]
         [--files 200] [--rows 50000] [--repeat 5] [--contenders deltalake,rlcd,rlcd-conservative]
     .venv/bin/python bench/compact.py --s3 [--latency-ms 20] ...
     .venv/bin/python bench/compact.py --bin-gib 0.5,2,4
@@ -498,6 +498,7 @@ _FILE_BYTES = {
     "fixture": 0.34 * 2**20,
     "medium": 1.7 * 2**20,
     "medium-pyarrow": 1.7 * 2**20,
+    "random": 2.5 * 2**20,
 }
 """Bytes of one 50k-row file of each shape."""
 

@@ -13,7 +13,9 @@ tables of ``--bin-gib``.
 - ``medium``: the ``bench`` rows in files of tens of MiB with several row groups each, written
   by delta-rs and by pyarrow with their defaults (what the copy path copies);
 - ``medium-pyarrow``: the same, every file written by pyarrow (decimals as fixed-length
-  bytes, which the output then follows).
+  bytes, which the output then follows);
+- ``random``: five columns of uniform random values (integers, doubles, hex strings,
+  timestamps): nothing for an encoding to find, so a compactor's cost is all decode and encode.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-SHAPES = ("bench", "skewed", "fixture", "medium", "medium-pyarrow")
+SHAPES = ("bench", "skewed", "fixture", "medium", "medium-pyarrow", "random")
 FIXTURES = Path(
     os.environ.get("RLCD_FIXTURES", Path(__file__).resolve().parents[2] / "shared/fixtures/delta")
 )
@@ -140,6 +142,26 @@ def skewed_batch(f: int, rows: int) -> Any:
     )
 
 
+def random_batch(f: int, rows: int) -> Any:
+    """File ``f`` of the random table (seeded by ``f``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(10_000 + f)
+    return pa.table(
+        {
+            "id": pa.array(rng.integers(0, 2**63, rows)),
+            "value": pa.array(rng.random(rows)),
+            "key": pc.utf8_slice_codeunits(
+                pc.cast(pa.array(rng.integers(2**60, 2**63, rows)), pa.string()), 0, 16
+            ),
+            "at": pa.array(rng.integers(0, 2**50, rows), pa.timestamp("us", tz="UTC")),
+            "count": pa.array(rng.integers(-(2**31), 2**31, rows, dtype=np.int32)),
+        }
+    )
+
+
 def _fixture_rows() -> Any:
     import deltalake
     import pyarrow as pa
@@ -169,6 +191,7 @@ BATCHES: dict[str, Callable[[int, int], Any]] = {
     "fixture": fixture_batch,
     "medium": bench_batch,
     "medium-pyarrow": bench_batch,
+    "random": random_batch,
 }
 
 
