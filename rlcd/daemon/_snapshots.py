@@ -1,5 +1,5 @@
-"""Which tables' snapshots the daemon releases (``[daemon] snapshot_memory``, ``snapshot_idle``).
-Pure.
+"""Which tables' snapshots the daemon releases, and when a load may start (``[daemon]
+snapshot_memory``, ``snapshot_idle``). Pure.
 
 A watched table holds its snapshot between polls so that a poll costs one LIST and a commit
 costs its own actions, not the table's (:mod:`rlcd.daemon._watch`). Many big tables would hold
@@ -10,6 +10,14 @@ compaction, vacuum or checkpoint uses (or is about to use) its snapshot is pinne
 released, though it counts against the budget, which is why the budget can be exceeded. A
 released table keeps its version and is loaded again from its newest checkpoint by the first
 poll that sees a commit.
+
+Loads respect the budget too, or a pass that loads many tables (the first, or one in which many
+released tables changed) would hold them all before any release. Before a load starts,
+:func:`admit` reserves its expected bytes (:func:`expected_bytes`): it picks the unpinned
+snapshots to release first, idle longest first, so that what is held, the loads in flight and
+this one fit; when they cannot, the load waits for a load in flight to end, or a poll to
+unpin its snapshot. With neither pending a load always starts, so a table bigger than the
+whole budget still loads, alone.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ("Held", "Release", "releases")
+__all__ = ("Held", "Release", "releases", "admit", "expected_bytes")
 __pure__ = True
 
 
@@ -48,11 +56,8 @@ def releases(held: Iterable[Held], *, budget: int, idle_s: float) -> list[tuple[
     held fits ``budget`` bytes (or none is left to release)."""
     tables = list(held)
     total = sum(h.nbytes for h in tables)
-    order = sorted(
-        (h for h in tables if not h.pinned), key=lambda h: (-h.idle_s, -h.nbytes, h.table)
-    )
     out: list[tuple[str, Release]] = []
-    for h in order:
+    for h in _idle_longest_first(tables):
         if h.idle_s >= idle_s:
             reason = Release.IDLE
         elif total > budget:
@@ -62,3 +67,36 @@ def releases(held: Iterable[Held], *, budget: int, idle_s: float) -> list[tuple[
         out.append((h.table, reason))
         total -= h.nbytes
     return out
+
+
+def _idle_longest_first(held: list[Held]) -> list[Held]:
+    """The unpinned tables, idle longest first (ties: the bigger first, then by name)."""
+    return sorted((h for h in held if not h.pinned), key=lambda h: (-h.idle_s, -h.nbytes, h.table))
+
+
+def admit(
+    held: Iterable[Held], *, loading: int, pending: int, want: int, budget: int
+) -> list[str] | None:
+    """Whether a load expected to hold ``want`` bytes may start beside loads in flight that
+    reserved ``loading`` bytes: the unpinned tables to release first (idle longest first) so
+    that all fit ``budget``, or None: wait, releasing nothing. ``pending`` counts what may make
+    room when it ends (loads in flight, polls that pin a snapshot); with none, the load always
+    starts, after releasing what it can."""
+    tables = list(held)
+    total = sum(h.nbytes for h in tables) + loading + want
+    out: list[str] = []
+    for h in _idle_longest_first(tables):
+        if total <= budget:
+            break
+        out.append(h.table)
+        total -= h.nbytes
+    return out if total <= budget or pending == 0 else None
+
+
+def expected_bytes(known: int | None, others: Iterable[int | None], *, budget: int) -> int:
+    """What a table's load is expected to hold: its snapshot's bytes when last held; else the
+    biggest snapshot of the other tables (a daemon's tables tend to be alike); else, nothing
+    being known, the whole ``budget`` (the first load goes alone)."""
+    if known is not None:
+        return known
+    return max((n for n in others if n is not None), default=budget)

@@ -16,23 +16,32 @@ Released while idle (``[daemon] snapshot_memory``, ``snapshot_idle``): the super
 count. Its polls stay one LIST after that version; the first that sees a commit (or that the
 supervisor asks to ``load``) loads the table from its newest checkpoint, as on the first poll.
 Until then a poll returns no snapshot.
+
+Hooks for the supervisor (:meth:`TableWatch.poll`): ``seen`` is told a newer version as soon as
+the listing shows it, before the commits are replayed or the table loaded; ``gate`` is entered
+around every load from a checkpoint (the snapshot budget, :func:`rlcd.daemon._snapshots.admit`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 import structlog
 
 from rlcd.delta.load import advance_snapshot, list_log, load_snapshot, newest_checkpoint
-from rlcd.delta.log_path import LogKind
+from rlcd.delta.log_path import LogKind, LogPath
 from rlcd.delta.replay import Snapshot
 from rlcd.storage.base import ObjectStore
 
-__all__ = ("TableWatch", "Poll", "REPLAY_LIMIT")
+__all__ = ("TableWatch", "Poll", "LoadGate", "REPLAY_LIMIT")
 
 REPLAY_LIMIT = 100
 """Commits past a newer checkpoint worth replaying one by one rather than reloading."""
+
+LoadGate = Callable[[], AbstractAsyncContextManager[object]]
+"""Entered around a load from a checkpoint (the default admits every load at once)."""
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +67,7 @@ class _Released:
 
     version: int
     files: int
+    nbytes: int
 
 
 class TableWatch:
@@ -98,6 +108,13 @@ class TableWatch:
         """What the held snapshot costs (:meth:`Snapshot.held_bytes`; 0 when none is held)."""
         return self._snapshot.held_bytes() if self._snapshot is not None else 0
 
+    @property
+    def footprint(self) -> int | None:
+        """What the snapshot held costs, or cost when it was released (None: never loaded)."""
+        if self._released is not None:
+            return self._released.nbytes
+        return self._snapshot.held_bytes() if self._snapshot is not None else None
+
     def release(self) -> int:
         """Drop the held snapshot, keeping its version and file count; returns its bytes (0
         when none is held). Whoever still uses the snapshot keeps it alive until done."""
@@ -105,7 +122,7 @@ class TableWatch:
         if held is None:
             return 0
         nbytes = held.held_bytes()
-        self._released = _Released(held.version, held.num_files)
+        self._released = _Released(held.version, held.num_files, nbytes)
         self._snapshot = None
         return nbytes
 
@@ -119,9 +136,16 @@ class TableWatch:
         next poll's listing starts after it)."""
         self._checkpoint = max(version, self._checkpoint if self._checkpoint is not None else -1)
 
-    async def poll(self, *, load: bool = False) -> Poll:
+    async def poll(
+        self,
+        *,
+        load: bool = False,
+        seen: Callable[[int], object] | None = None,
+        gate: LoadGate = nullcontext,
+    ) -> Poll:
         """Move the held snapshot to the table's latest version; ``load``: load a released
-        one even when the table did not move.
+        one even when the table did not move. ``seen`` is called with the newest commit's
+        version when the listing shows one; ``gate`` is entered around each load.
 
         Raises:
             CorruptLogError, UnsupportedFeatureError: as :func:`load_snapshot`; the held
@@ -130,22 +154,21 @@ class TableWatch:
         """
         held = self._snapshot
         if held is None and self._released is not None:
-            return await self._poll_released(self._released.version, load=load)
+            return await self._poll_released(self._released.version, load, seen, gate)
         if held is None:
-            self._snapshot = await load_snapshot(self.store)
+            async with gate():
+                self._snapshot = await load_snapshot(self.store)
             self._checkpoint = await newest_checkpoint(self.store)
             return Poll(self._snapshot, None, reloaded=True)
         paths = await list_log(self.store, after_version=held.version + 1)
-        for p in paths:
-            if p.is_checkpoint:
-                self.saw_checkpoint(p.version)
-        commits = [p.version for p in paths if p.kind is LogKind.COMMIT]
+        commits = self._listed(paths, seen)
         if not commits:
             return Poll(held, held.version, reloaded=False)
         newer_checkpoint = any(p.is_checkpoint and p.version > held.version for p in paths)
         behind = len(commits) > self._replay_limit or commits[0] != held.version + 1
         if newer_checkpoint and behind:
-            self._snapshot = await load_snapshot(self.store)
+            async with gate():
+                self._snapshot = await load_snapshot(self.store)
             log.info(
                 "snapshot_reloaded",
                 table=self.store.root,
@@ -156,16 +179,27 @@ class TableWatch:
         self._snapshot = await advance_snapshot(self.store, held, paths)
         return Poll(self._snapshot, held.version, reloaded=False)
 
-    async def _poll_released(self, version: int, *, load: bool) -> Poll:
-        """One LIST after the released ``version``; a load when it shows a commit (or when
-        asked)."""
-        paths = await list_log(self.store, after_version=version + 1)
+    def _listed(self, paths: list[LogPath], seen: Callable[[int], object] | None) -> list[int]:
+        """The versions of the commits a listing shows (the newest told to ``seen``), its
+        checkpoints noted."""
         for p in paths:
             if p.is_checkpoint:
                 self.saw_checkpoint(p.version)
-        if not load and not any(p.kind is LogKind.COMMIT for p in paths):
+        commits = [p.version for p in paths if p.kind is LogKind.COMMIT]
+        if commits and seen is not None:
+            seen(commits[-1])
+        return commits
+
+    async def _poll_released(
+        self, version: int, load: bool, seen: Callable[[int], object] | None, gate: LoadGate
+    ) -> Poll:
+        """One LIST after the released ``version``; a load when it shows a commit (or when
+        asked)."""
+        commits = self._listed(await list_log(self.store, after_version=version + 1), seen)
+        if not load and not commits:
             return Poll(None, version, reloaded=False)
-        self._snapshot = await load_snapshot(self.store)
+        async with gate():
+            self._snapshot = await load_snapshot(self.store)
         self._released = None
         log.info(
             "snapshot_reloaded",

@@ -418,9 +418,14 @@ class Metrics:
         self, table: str, *, version: int, small_files: int, pending_bytes: int
     ) -> None:
         """What a poll of ``table`` saw: its version and what awaits compaction."""
-        self.version.labels(table).set(version)
+        self.set_version(table, version)
         self.small_files.labels(table).set(small_files)
         self.pending_bytes.labels(table).set(pending_bytes)
+
+    def set_version(self, table: str, version: int) -> None:
+        """``table``'s log shows ``version`` (set as soon as a poll lists it, before the
+        commits are read or the table loaded and planned)."""
+        self.version.labels(table).set(version)
 
     def set_quarantined(self, table: str, files: int) -> None:
         """``table`` has ``files`` quarantined sources now."""

@@ -47,8 +47,11 @@ the others carry on.
 - **Snapshots**: after each step, the snapshots of tables idle ``snapshot_idle`` and, while
   the rest exceed ``snapshot_memory``, of the tables idle longest are released
   (:mod:`rlcd.daemon._snapshots`; one ``snapshot_released`` event each); never one whose
-  compaction or vacuum runs, or whose checkpoint is owed. A released table is loaded again
-  by the poll that sees a commit, or that needs it: a replan, a vacuum due.
+  poll, compaction or vacuum runs, that is due, or whose checkpoint is owed. A released table
+  is loaded again by the poll that sees a commit, or that needs it: a replan, a vacuum due.
+  Each load first reserves its expected bytes (:meth:`Supervisor._load_budget`), releasing
+  the idle longest or waiting while the budget cannot take it; a commit sets the table's
+  version gauge when the listing shows it, before the load, the footprint and the plan.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from typing import Final
 
@@ -74,7 +77,7 @@ from rlcd.compaction.lease import Busy, LeaseHold, hold_lease, owner
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
-from rlcd.daemon._snapshots import Held, releases
+from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, releases
 from rlcd.daemon._watch import TableWatch
 from rlcd.daemon.config import (
     MIN_VACUUM_RETAIN_S,
@@ -303,6 +306,10 @@ class Supervisor:
         self._empty_prefixes: set[str] = set()  # warned of; again once they hold objects
         self._running: set[str] = set()  # compacting
         self._vacuuming: set[str] = set()
+        self._polling: set[str] = set()  # between a poll's start and its plan
+        self._loading: dict[str, int] = {}  # the bytes each load in flight reserved
+        self._waiting: set[str] = set()  # polls waiting for the budget to load
+        self._freed = anyio.Event()  # set (and replaced) when a load may now fit
         self._stopping = False
         self._started = False
         self._poll_now = False
@@ -601,9 +608,14 @@ class Supervisor:
 
     async def _poll(self, t: _Table, limiter: anyio.CapacityLimiter) -> None:
         async with limiter:
+            self._polling.add(t.name)
             try:
                 self._expire(t, self._wall_ms() / 1000)  # first: its replan needs the snapshot
-                poll = await t.watch.poll(load=self._needs_snapshot(t))
+                poll = await t.watch.poll(
+                    load=self._needs_snapshot(t),
+                    seen=lambda version: self.metrics.set_version(t.name, version),
+                    gate=lambda: self._load_budget(t),
+                )
                 now_ms = self._wall_ms()
                 if poll.snapshot is None:  # released while idle, and the table did not move
                     self._in_hand(t, now_ms)
@@ -626,6 +638,9 @@ class Supervisor:
             except Exception as exc:
                 self._failed(t, exc)
                 return
+            finally:
+                self._polling.discard(t.name)
+                self._free()
         self._schedule = self._schedule.observe(
             t.name, backlog, trigger_for(t.policy), version=poll.snapshot.version, now=self._clock()
         )
@@ -646,30 +661,90 @@ class Supervisor:
     def _hold_snapshots(self) -> None:
         """Release the snapshots :func:`~rlcd.daemon._snapshots.releases` picks, and report
         what each table holds."""
-        now, daemon = self._clock(), self.settings.daemon
-        held = [
-            Held(t.name, t.watch.held_bytes(), now - t.active_at, self._pinned(t))
-            for t in self._tables.values()
-            if t.watch.snapshot is not None
-        ]
+        daemon = self.settings.daemon
         for name, reason in releases(
-            held, budget=daemon.snapshot_memory, idle_s=daemon.snapshot_idle_s
+            self._held(), budget=daemon.snapshot_memory, idle_s=daemon.snapshot_idle_s
         ):
-            t = self._tables[name]
-            version = t.watch.version
-            nbytes = t.watch.release()
-            log.info(
-                "snapshot_released", table=name, version=version, bytes=nbytes, reason=reason.value
-            )
+            self._release_snapshot(self._tables[name], reason)
         for t in self._tables.values():
             if not t.removed:
                 self.metrics.set_snapshot_bytes(t.name, t.watch.held_bytes())
 
+    def _held(self) -> list[Held]:
+        """Every snapshot held now: its bytes, its table's idle time, whether it is pinned."""
+        now = self._clock()
+        return [
+            Held(t.name, t.watch.held_bytes(), now - t.active_at, self._pinned(t))
+            for t in self._tables.values()
+            if t.watch.snapshot is not None
+        ]
+
+    def _release_snapshot(self, t: _Table, reason: Release) -> None:
+        version = t.watch.version
+        nbytes = t.watch.release()
+        log.info(
+            "snapshot_released", table=t.name, version=version, bytes=nbytes, reason=reason.value
+        )
+        if not t.removed:
+            self.metrics.set_snapshot_bytes(t.name, 0)
+
+    @asynccontextmanager
+    async def _load_budget(self, t: _Table) -> AsyncIterator[None]:
+        """Around a load of ``t``: reserve its expected bytes once
+        :func:`~rlcd.daemon._snapshots.admit` lets it start (releasing what it picks first);
+        until then wait, woken by every load, poll, run or vacuum that ends."""
+        try:
+            while (admitted := self._admit(t)) is None:
+                if t.name not in self._waiting:  # a waiting poll makes no room: say so once
+                    self._waiting.add(t.name)
+                    self._free()
+                await self._freed.wait()
+        finally:
+            self._waiting.discard(t.name)
+        picked, want = admitted
+        for name in picked:
+            self._release_snapshot(self._tables[name], Release.BUDGET)
+        self._loading[t.name] = want
+        try:
+            yield
+        finally:
+            del self._loading[t.name]
+            self._free()
+
+    def _admit(self, t: _Table) -> tuple[list[str], int] | None:
+        """:func:`~rlcd.daemon._snapshots.admit` for a load of ``t`` now, and the bytes it
+        reserves (known better as other loads end). What may make room: the loads in flight,
+        and the other polls past their load (they pin a snapshot until their plan ends), not
+        those waiting too."""
+        budget = self.settings.daemon.snapshot_memory
+        others = (o.watch.footprint for o in self._tables.values() if o is not t)
+        want = expected_bytes(t.watch.footprint, others, budget=budget)
+        settling = {
+            o.name
+            for o in self._tables.values()
+            if o.name in self._polling and o.watch.snapshot is not None
+        }
+        picked = admit(
+            self._held(),
+            loading=sum(self._loading.values()),
+            pending=len(self._loading) + len(settling - self._waiting - {t.name}),
+            want=want,
+            budget=budget,
+        )
+        return None if picked is None else (picked, want)
+
+    def _free(self) -> None:
+        """Wake the loads waiting for the budget: a poll, run or vacuum ended (a load ended,
+        or a snapshot is no longer pinned)."""
+        self._freed.set()
+        self._freed = anyio.Event()
+
     def _pinned(self, t: _Table) -> bool:
-        """Whether work on the table uses its snapshot: a compaction or vacuum in flight, or a
-        checkpoint owed (a poll writes it from the snapshot, and a released one is not loaded
-        again until the table moves)."""
-        if t.name in self._running or t.name in self._vacuuming:
+        """Whether work on the table uses its snapshot: a poll, compaction or vacuum in flight,
+        one due (released, it would be loaded twice), or a checkpoint owed (a poll writes it
+        from the snapshot, and a released one is not loaded again until the table moves)."""
+        busy = t.name in self._running or t.name in self._vacuuming or t.name in self._polling
+        if busy or self._schedule.state(t.name).due is not None:
             return True
         snapshot, newest = t.watch.snapshot, t.watch.checkpoint
         if snapshot is None:
@@ -795,6 +870,7 @@ class Supervisor:
             if t.removed:
                 self._tables.pop(t.name, None)
             self._wake.set()
+            self._free()
 
     def _finished(self, t: _Table, report: CompactionReport) -> None:
         # each bin's outcome is logged once, by the commit (``bin_committed``, ``bin_aborted``)
@@ -923,6 +999,7 @@ class Supervisor:
             if t.removed:
                 self._tables.pop(t.name, None)
             self._wake.set()
+            self._free()
 
     def _short_retention(self, t: _Table, retain_ms: int) -> None:
         """The table's own retention is below an hour: not vacuumed; warned of once."""

@@ -2,13 +2,16 @@
 without stopping the others; a run honours the shared limits; a bin's duration is its own; a
 run superseded by another compaction is no failure; a table another run leases is skipped; a
 quarantined source is released after its period; over the snapshot budget, the idle table's
-snapshot is released and loaded again when it changes."""
+snapshot is released and loaded again when it changes; loads keep within the budget (a table
+bigger than it loads alone), a due table keeps its snapshot, and a commit is seen before its
+load."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import json
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,9 +25,12 @@ from structlog.testing import capture_logs
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.lease import LeaseHold, take_lease
 from rlcd.compaction.policy import CompactionPolicy
+from rlcd.daemon import _watch
 from rlcd.daemon.config import parse_settings
 from rlcd.daemon.metrics import QuarantinedFile
 from rlcd.daemon.supervise import Limits, Supervisor, TableStatus
+from rlcd.delta.load import load_snapshot
+from rlcd.delta.replay import Snapshot
 from rlcd.storage import LocalStore
 from rlcd.storage.base import ObjectMeta
 from rlcd.storage.uri import TableUri
@@ -592,3 +598,131 @@ async def test_over_the_snapshot_budget_the_idle_table_is_released_then_reloaded
         13,
     )
     assert live_files(quiet) == 1 and delta_rs_rows(quiet) == before
+
+
+LOADS = """
+[daemon]
+poll_interval = "100ms"
+snapshot_memory = "{budget}B"
+bins_in_flight = 1
+[metrics]
+listen = ""
+[[discover]]
+prefix = "tables"
+[discover.policy]
+min_small_files = {small}
+min_interval = "0s"
+min_file_age = "0s"
+vacuum = false
+"""
+
+
+class _Loads:
+    """Counts the watch's loads from a checkpoint, and at each one's start what the held
+    snapshots, the loads in flight and this one make together (each load ``size`` bytes)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+        self.size = size
+        self.in_flight = self.most_in_flight = 0
+        self.peak = 0
+        self.at_start: list[Callable[[], None]] = []
+        self.supervisor: Supervisor | None = None
+        real = _watch.load_snapshot
+
+        async def load(store: LocalStore) -> Snapshot:
+            assert self.supervisor is not None
+            held = sum(s.snapshot_bytes for s in self.supervisor.status())
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.peak = max(self.peak, held + self.in_flight * self.size)
+            for check in self.at_start:
+                check()
+            try:
+                return await real(store)
+            finally:
+                self.in_flight -= 1
+
+        monkeypatch.setattr(_watch, "load_snapshot", load)
+
+
+async def _alike(root: Path, count: int, commits: int) -> tuple[list[str], int]:
+    """``count`` identical tables under ``root/tables`` of ``commits`` small files; their URIs
+    and what one's snapshot holds."""
+    first = root / "tables" / "t0"
+    for i in range(commits):
+        append(first, batch(i * 10, 10))
+    for n in range(1, count):
+        shutil.copytree(first, root / "tables" / f"t{n}")
+    size = (await load_snapshot(LocalStore(first))).held_bytes()
+    return [str(TableUri.parse(str(root / "tables" / f"t{n}"))) for n in range(count)], size
+
+
+def _supervisor(root: Path, loads: _Loads, *, budget: int, small: int) -> Supervisor:
+    config = LOADS.format(budget=budget, small=small)
+    settings = parse_settings(config, source="test.toml", base_dir=str(root))
+    loads.supervisor = Supervisor(
+        settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
+    )
+    return loads.supervisor
+
+
+async def test_the_first_pass_loads_within_the_snapshot_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six tables whose snapshots are 2.5 times the budget together: the first pass never
+    holds and loads more than the budget at once (it held all six before the step's releases),
+    releases the idle longest for the next loads, and still sees every table."""
+    uris, size = await _alike(tmp_path, 6, 2)
+    budget = size * 5 // 2
+    loads = _Loads(monkeypatch, size)
+    supervisor = _supervisor(tmp_path, loads, budget=budget, small=1000)
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    assert loads.peak <= budget and loads.most_in_flight <= 2
+    status = supervisor.status()
+    assert [(s.table, s.version, s.files) for s in status] == [(u, 1, 2) for u in uris]
+    assert sum(s.snapshot_bytes for s in status) == 2 * size
+    released = [e for e in logs if e["event"] == "snapshot_released"]
+    assert len(released) == 4 and {e["reason"] for e in released} == {"budget"}
+
+
+async def test_a_table_bigger_than_the_budget_loads_alone_and_is_noticed_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each snapshot alone exceeds the budget: the tables load one at a time, all are seen,
+    none stays held. A commit to a released one sets the version gauge before its load."""
+    uris, size = await _alike(tmp_path, 3, 2)
+    loads = _Loads(monkeypatch, size)
+    supervisor = _supervisor(tmp_path, loads, budget=size // 2, small=1000)
+    await supervisor.run(once=True)
+    assert loads.most_in_flight == 1
+    status = supervisor.status()
+    assert [(s.version, s.snapshot_released) for s in status] == [(1, True)] * 3
+
+    def gauge() -> float | None:
+        labels = {"table": uris[1]}
+        return supervisor.metrics.registry.get_sample_value("rlcd_table_version", labels)
+
+    seen: list[float | None] = []
+    loads.at_start.append(lambda: seen.append(gauge()))
+    append(tmp_path / "tables" / "t1", batch(20, 10))
+    await supervisor.run(once=True)
+    assert seen == [2.0] and gauge() == 2.0
+
+
+async def test_a_due_table_keeps_its_snapshot_until_its_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zero budget, one bin at a time: the table due while the other runs is not released
+    before its own run ends (its compaction would load it again)."""
+    uris, size = await _alike(tmp_path, 2, 3)
+    supervisor = _supervisor(tmp_path, _Loads(monkeypatch, size), budget=0, small=2)
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    events = [(e["event"], e["table"]) for e in logs if e["event"] in _RUN_AND_RELEASE]
+    for uri in uris:
+        assert events.index(("compaction_finished", uri)) < events.index(("snapshot_released", uri))
+    assert [live_files(tmp_path / "tables" / f"t{n}") for n in range(2)] == [1, 1]
+
+
+_RUN_AND_RELEASE = ("compaction_finished", "snapshot_released")

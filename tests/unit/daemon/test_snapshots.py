@@ -1,9 +1,10 @@
 """Which held snapshots the daemon releases: the idle ones, then the idle longest while over
-the budget; never a pinned one."""
+the budget; never a pinned one. When a load may start: when it fits beside what is held and
+loading once the idle longest are released, or when nothing else may make room."""
 
 from __future__ import annotations
 
-from rlcd.daemon._snapshots import Held, Release, releases
+from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, releases
 
 MIB = 2**20
 
@@ -59,3 +60,39 @@ def test_ties_release_the_bigger_then_by_name() -> None:
 def test_a_zero_budget_releases_every_unpinned_table() -> None:
     held = [Held("a", 1, 0.0), Held("b", 1, 0.0, pinned=True)]
     assert releases(held, budget=0, idle_s=600.0) == [("a", Release.BUDGET)]
+
+
+def test_a_load_that_fits_starts_releasing_nothing() -> None:
+    held = [Held("a", 10 * MIB, 5.0)]
+    assert admit(held, loading=20 * MIB, pending=1, want=30 * MIB, budget=60 * MIB) == []
+
+
+def test_a_load_releases_the_idle_longest_until_it_fits() -> None:
+    """Held 50 + loading 20 + 30 wanted over an 80 MiB budget: old (idle longest) then mid
+    go; new, the most recently active, stays though it is the biggest."""
+    held = [Held("new", 30 * MIB, 1.0), Held("old", 10 * MIB, 90.0), Held("mid", 10 * MIB, 9.0)]
+    assert admit(held, loading=20 * MIB, pending=1, want=30 * MIB, budget=80 * MIB) == [
+        "old",
+        "mid",
+    ]
+
+
+def test_a_load_that_cannot_fit_waits_for_what_is_pending_releasing_nothing() -> None:
+    """Pinned snapshots and the loads in flight leave no room: wait, and release none of the
+    unpinned ones (they would be loaded again for nothing)."""
+    held = [Held("busy", 40 * MIB, 1.0, pinned=True), Held("x", 10 * MIB, 50.0)]
+    assert admit(held, loading=40 * MIB, pending=2, want=30 * MIB, budget=100 * MIB) is None
+
+
+def test_with_nothing_pending_a_load_always_starts() -> None:
+    """A table bigger than the whole budget, or pinned snapshots filling it: the load starts
+    alone, after releasing every unpinned snapshot it still does not fit beside."""
+    held = [Held("busy", 80 * MIB, 1.0, pinned=True), Held("x", 10 * MIB, 50.0)]
+    assert admit(held, loading=0, pending=0, want=30 * MIB, budget=100 * MIB) == ["x"]
+    assert admit([], loading=0, pending=0, want=500 * MIB, budget=100 * MIB) == []
+
+
+def test_expected_bytes_the_table_then_the_biggest_other_then_the_budget() -> None:
+    assert expected_bytes(5, [50, None], budget=100) == 5
+    assert expected_bytes(None, [20, None, 50], budget=100) == 50
+    assert expected_bytes(None, [None], budget=100) == 100
