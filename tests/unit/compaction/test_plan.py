@@ -484,6 +484,26 @@ def test_bin_ids_are_stable_and_keyed_by_path_and_dv() -> None:
     assert int(first.bin_id, 16) >= 0
 
 
+def test_planned_bin_ids_match_their_sources_across_key_windows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A planned bin's id, made from its rows a window at a time, is the id of a bin of its
+    source objects, whether the first id asked for is the first bin's or another's."""
+    monkeypatch.setattr("rlcd.compaction.plan._KEY_WINDOW", 3)
+    files = [add(f"f{i}", 30, records=9, deleted=i % 3, dv_id=f"d{i}") for i in range(20)]
+    for first in (0, -1):
+        bins = plan(files, P100)
+        assert len(bins) > 3
+        asked = bins[first].bin_id
+        planned = [b.bin_id for b in bins]  # before the sources: from the rows
+        expected = [
+            Bin(b.partition_values, b.sources, b.estimated_bytes, b.purges_dvs, False).bin_id
+            for b in bins
+        ]
+        assert planned == expected
+        assert asked == expected[first]
+
+
 def test_bin_checks_its_invariants() -> None:
     """A bin is one partition, distinct sources, two or more unless it purges a DV."""
     a, b = add("a", 10), add("b", 10, "other")
