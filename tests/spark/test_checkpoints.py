@@ -1,4 +1,6 @@
-"""Spark's checkpoints, as rlcd meets them in tables Spark maintains."""
+"""Checkpoints between rlcd and Spark: Spark's, as rlcd meets them in tables Spark maintains;
+rlcd's, as Spark, delta-rs and the kernel read a table from them with the commits before them
+deleted."""
 
 from __future__ import annotations
 
@@ -12,11 +14,21 @@ import pytest
 from rlcd.delta.checkpoint_writer import CheckpointWritten, write_checkpoint
 from rlcd.delta.load import load_snapshot
 from rlcd.storage import LocalStore
-from tests.spark.support import compact, latest_version, log_actions, rlcd, rows
+from tests.integration.tables import delta_rs_rows, kernel_rows
+from tests.spark.support import (
+    compact,
+    files_read,
+    latest_version,
+    log_actions,
+    read,
+    rlcd,
+    rows,
+)
 
 pytestmark = pytest.mark.spark
 
 END_OF_TIME = "TIMESTAMP'9999-12-31 23:59:59'"
+METADATA_QUERY = "spark.databricks.delta.optimizeMetadataQuery.enabled"
 
 
 def test_end_of_time_timestamps_in_stats_parsed(spark: Any, tmp_path: Path) -> None:
@@ -50,6 +62,18 @@ async def _checkpoint_in_sidecars(path: Path) -> None:
     assert isinstance(written, CheckpointWritten) and len(written.sidecars) > 1
 
 
+def _min_max(spark: Any, path: Path) -> tuple[Any, ...]:
+    """``MIN(id)`` and ``MAX(id)`` per partition."""
+    query = f"SELECT part, MIN(id), MAX(id) FROM delta.`{path}` GROUP BY part ORDER BY part"
+    return tuple(tuple(r) for r in spark.sql(query).collect())
+
+
+def _partition_files(spark: Any, path: Path) -> dict[str, set[str]]:
+    """The files a scan of each partition lists, after partition pruning."""
+    table = read(spark, path)
+    return {p: set(table.where(f"part = '{p}'").inputFiles()) for p in ("a", "b")}
+
+
 @pytest.mark.parametrize(
     ("v2", "sidecars"),
     [(False, False), (True, False), (True, True)],
@@ -59,8 +83,9 @@ def test_spark_reads_from_rlcd_checkpoint(
     spark: Any, tmp_path: Path, v2: bool, sidecars: bool
 ) -> None:
     """Spark reads a DV, partitioned, column-mapped table from rlcd's checkpoint (V2: inline,
-    or in sidecars) with the commits before it deleted: the same rows, COUNT from stats,
-    partition pruning; and then writes its own next checkpoint on top."""
+    or in sidecars) with the commits before it deleted: the same rows, COUNT, MIN and MAX, and
+    each partition's scan lists the same files as before, none of the other's; delta-rs and
+    the kernel read the same rows too; and then Spark writes its own next checkpoint on top."""
     path = tmp_path / "t"
     policy = ", 'delta.checkpointPolicy' = 'v2'" if v2 else ""
     spark.sql(
@@ -78,6 +103,9 @@ def test_spark_reads_from_rlcd_checkpoint(
     before = rows(spark, path)
     in_a = f"SELECT COUNT(*) AS n FROM delta.`{path}` WHERE part = 'a'"
     before_a = spark.sql(in_a).collect()[0].n
+    before_min_max = _min_max(spark, path)
+    before_files = _partition_files(spark, path)
+    before_delta_rs, before_kernel = delta_rs_rows(path), kernel_rows(path)
     version = latest_version(path)
     if sidecars:
         anyio.run(_checkpoint_in_sidecars, path)
@@ -95,7 +123,46 @@ def test_spark_reads_from_rlcd_checkpoint(
     count = spark.sql(f"SELECT COUNT(*) AS n FROM delta.`{path}`")
     assert count.collect()[0].n == sum(before.values())
     assert spark.sql(in_a).collect()[0].n == before_a
+    assert _min_max(spark, path) == before_min_max
+    files = _partition_files(spark, path)
+    assert files == before_files and files["a"] and files["b"] and not files["a"] & files["b"]
+    assert files["a"] | files["b"] == set(read(spark, path).inputFiles())
+    assert delta_rs_rows(path) == before_delta_rs
+    assert kernel_rows(path) == before_kernel
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (1000, 'a')")
     assert any(p.name.startswith(f"{version + 2:020d}.checkpoint") for p in log.iterdir())
     assert sum(rows(spark, path).values()) == sum(before.values()) + 1
+
+
+def test_spark_answers_from_rlcd_checkpoint_stats(spark: Any, tmp_path: Path) -> None:
+    """Spark answers COUNT, MIN and MAX from the stats in rlcd's checkpoint alone (the commits
+    before it deleted; no data file read) with a full scan's values. Delta answers MIN/MAX from
+    stats only when no file has a DV, hence a table without."""
+    path = tmp_path / "t"
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id INT, name STRING, part STRING) USING delta "
+        "PARTITIONED BY (part)"
+    )
+    for i in range(3):
+        spark.sql(
+            f"INSERT INTO delta.`{path}` SELECT id, CONCAT('n', id), IF(id % 2 = 0, 'a', 'b') "
+            f"FROM range({i * 100 - 50}, {i * 100 + 50})"
+        )
+    version = latest_version(path)
+    done = rlcd("checkpoint", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for commit in (path / "_delta_log").glob("*.json"):
+        if int(commit.name[:20]) < version:
+            commit.unlink()
+    spark.catalog.clearCache()
+    query = f"SELECT COUNT(*), MIN(id), MAX(id) FROM delta.`{path}`"
+    answer, files = files_read(spark, query)
+    assert files == 0
+    spark.conf.set(METADATA_QUERY, "false")
+    try:
+        scanned, files = files_read(spark, query)
+    finally:
+        spark.conf.unset(METADATA_QUERY)
+    assert files > 0 and answer == scanned
+    assert tuple(answer[0]) == (300, -50, 249)
