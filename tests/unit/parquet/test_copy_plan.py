@@ -205,14 +205,22 @@ def _with_footer(meta: bytes) -> bytes:
 
 
 @st.composite
-def _planted_source(draw: st.DrawFn) -> tuple[Source, int, set[int]]:
-    """A source, its row group count, and the row groups the planter made uncopyable."""
+def _plain_source(draw: st.DrawFn) -> tuple[bytes, int, set[int]]:
+    """A footer of :func:`_file`, its row group count, and the row groups its schema bans."""
     size = draw(st.sampled_from([250, 500, 1_000]))
     variant = draw(st.sampled_from(["", "", "", "int32", "renamed", "required", "field_id"]))
-    span = footer(_file(size, variant))
-    meta = span[:-8]
     groups = len(row_group_ranges(_file(size, variant)))
-    banned = set(range(groups)) if variant else set()
+    return footer(_file(size, variant)), groups, set(range(groups)) if variant else set()
+
+
+@st.composite
+def _planted_source(
+    draw: st.DrawFn, base: st.SearchStrategy[tuple[bytes, int, set[int]]]
+) -> tuple[Source, int, set[int]]:
+    """A source drawn from ``base``, its row group count, and the row groups the planter made
+    uncopyable."""
+    span, groups, banned = draw(base)
+    meta = span[:-8]
     dv = draw(st.booleans())
     if dv:
         banned = set(range(groups))
@@ -247,7 +255,7 @@ def _planted_source(draw: st.DrawFn) -> tuple[Source, int, set[int]]:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    planted=st.lists(_planted_source(), min_size=1, max_size=4),
+    planted=st.lists(_planted_source(_plain_source()), min_size=1, max_size=4),
     min_copy=st.integers(0, 60_000),
 )
 def test_the_planner_never_copies_what_it_must_not(
@@ -430,6 +438,54 @@ def test_only_the_decimal_storage_differing_patches_those_columns() -> None:
         [integers, fixed], _decimal_outputs(), 0, patchable=frozenset({"price"})
     )
     assert (chosen, chosen_plan) == (1, plan)
+
+
+@st.composite
+def _decimal_source(draw: st.DrawFn, as_integers: bool) -> tuple[bytes, int, set[int]]:
+    """A footer of :func:`_decimals` (row groups of 500 rows), decimals stored as integers or
+    as fixed-length bytes; its schema bans no row group of the fixed-length output."""
+    rows = draw(st.sampled_from([700, 1_000, 2_000]))
+    return _decimal_file(rows, as_integers=as_integers), -(-rows // 500), set()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    planted=st.lists(
+        st.booleans().flatmap(
+            lambda ints: st.tuples(st.just(ints), _planted_source(_decimal_source(ints)))
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    patchable=st.sampled_from([frozenset(), frozenset({"price"})]),
+    min_copy=st.integers(0, 6_000),
+)
+def test_a_patching_planner_never_copies_what_it_must_not(
+    planted: Sequence[tuple[bool, tuple[Source, int, set[int]]]],
+    patchable: frozenset[str],
+    min_copy: int,
+) -> None:
+    """The planted footers again, into the fixed-length output, their decimals stored as
+    integers or not: a row group is copied only if nothing banned it and it is large enough,
+    an integer-stored one only when the caller lets ``price`` be patched, and then with
+    exactly that column patched; every row group is written exactly once, in write order."""
+    plan = plan_copy(
+        [p[1][0] for p in planted], _decimal_outputs()[1], min_copy, patchable=patchable
+    )
+    expected = [(s, g) for s, (_, (_, groups, _)) in enumerate(planted) for g in range(groups)]
+    assert [(c.source, c.row_group) for c in plan.choices] == expected
+    assert _steps_cover(plan) == expected
+    for choice in plan.choices:
+        as_integers, (_, _, banned) = planted[choice.source]
+        if choice.copy:
+            assert choice.row_group not in banned and choice.size >= min_copy
+            assert choice.patched == ((1,) if as_integers else ())
+            assert patchable or not as_integers
+            assert (choice.patched_size > 0) == as_integers
+    patched = {(c.source, c.row_group): c.patched for c in plan.choices}
+    for step in plan.steps:
+        if isinstance(step, Copy):
+            assert step.patched == patched[step.source, step.row_group]
 
 
 def _nested(rows: int) -> pa.Table:
