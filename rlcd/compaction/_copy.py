@@ -8,7 +8,8 @@ reads the footers (ranged GETs of each file's tail), writes the output's pieces 
 store with ``os.copy_file_range``, falling back to reads and writes; elsewhere into the
 store's multipart writer, a long range copied by the store itself where the writer can, as
 S3's ``UploadPartCopy`` does, the rest by ranged GETs of the sources) and reads the output's
-footer back for :func:`~rlcd.parquet.assemble.check_output`.
+footer back for :func:`~rlcd.parquet.assemble.check_output`; and the dictionary pages of copied
+float chunks, whose stats they can give (:func:`float_stats`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from typing import Final
 import anyio.to_thread
 import structlog
 
-from rlcd.errors import CopyRefusedError
+from rlcd._tasks import gather
+from rlcd.errors import CopyRefusedError, NotFoundError
 from rlcd.parquet.assemble import Assembly, EncodedRange, PatchRange, Piece, SourceRange
+from rlcd.parquet.dictionary import FloatStats, dictionary_range
+from rlcd.parquet.dictionary import float_stats as chunk_float_stats
 from rlcd.parquet.footer import MAGIC, footer_span
 from rlcd.storage.base import LocalFiles as StoreFiles
 from rlcd.storage.base import ObjectStore, ObjectWriter, PartCopier
@@ -32,6 +36,7 @@ __all__ = (
     "LocalFiles",
     "CopiedBytes",
     "read_footer",
+    "float_stats",
     "write_local",
     "write_streamed",
 )
@@ -83,6 +88,26 @@ async def read_footer(store: ObjectStore, key: str, size: int) -> bytes:
     if span > len(tail):
         tail = await store.get(key, start=size - span, end=size)
     return bytes(tail[len(tail) - span :])
+
+
+async def float_stats(
+    store: ObjectStore, key: str, group: bytes, columns: Sequence[int]
+) -> dict[int, FloatStats]:
+    """The stats of those float ``columns`` of the thrift ``RowGroup`` ``group`` (of the object
+    ``key``) that their dictionary pages give (:mod:`rlcd.parquet.dictionary`): one ranged GET
+    per page. A column left out is decoded as before, as is every one of a missing object
+    (its fetch then says so)."""
+    ranges = {c: r for c in columns if (r := dictionary_range(group, c)) is not None}
+    try:
+        pages = await gather(*(store.get(key, start=a, end=b) for a, b in ranges.values()))
+    except NotFoundError:
+        return {}
+    found: dict[int, FloatStats] = {}
+    for column, page in zip(ranges, pages, strict=True):
+        stats = await anyio.to_thread.run_sync(chunk_float_stats, group, column, bytes(page))
+        if stats is not None:
+            found[column] = stats
+    return found
 
 
 def _pieces_sizes(assembly: Assembly) -> CopiedBytes:

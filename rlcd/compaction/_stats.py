@@ -28,8 +28,9 @@ drops a column chunk's bounds when the min or the max is longer than
 ``PARQUET_MAX_STATISTICS_BYTES``, so ``update_row_group`` computes the bounds of a string leaf
 itself for any row group holding such a value. A row group the copy path copies from a source
 (``update_copied_row_group``) is read from the output's footer the same way, its float, array
-and map leaves from its decoded columns; bounds its writer marked inexact (or kept only in the
-deprecated fields) are dropped.
+and map leaves from its decoded columns, but for float chunks whose dictionary page proved them
+free of NaN (:mod:`rlcd.parquet.dictionary`), whose stats are given; bounds its writer marked
+inexact (or kept only in the deprecated fields) are dropped.
 
 *Writing* (§4.1, §4.4, §4.5, ``StatsAccumulator.finish``). Keys are in the order ``numRecords,
 minValues, maxValues, nullCount, tightBounds``; nested structs nest. A leaf whose values are all
@@ -64,7 +65,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -75,6 +76,7 @@ import pyarrow.compute as pc
 
 from rlcd.delta.stats_json import stats_json
 from rlcd.delta.stats_spec import StatKind, StatsLeaf, StatsSpec
+from rlcd.parquet.dictionary import FloatStats
 
 __all__ = (
     "StatsAccumulator",
@@ -219,6 +221,7 @@ class StatsAccumulator:
 
     __slots__ = (
         "_columns",
+        "_floats",
         "_footer_bounds",
         "_index_paths",
         "_num_records",
@@ -235,6 +238,8 @@ class StatsAccumulator:
         self._index_paths: tuple[tuple[int, ...], ...] = ()
         # per leaf: its Parquet column index when its stats come from the footer, else None
         self._columns: tuple[int | None, ...] = (None,) * len(spec.leaves)
+        # per leaf: its Parquet column index when it is a float leaf of the batches, else None
+        self._floats: tuple[int | None, ...] = (None,) * len(spec.leaves)
         # per row group written: exact bounds of the string leaves Arrow's writer leaves out;
         # None where a copied row group's bounds are not exact (dropped)
         self._footer_bounds: list[dict[int, tuple[Any, Any] | None]] = []
@@ -244,6 +249,10 @@ class StatsAccumulator:
                 _parquet_column(footer_schema, path)
                 if _from_footer(leaf, footer_schema, path)
                 else None
+                for leaf, path in zip(spec.leaves, paths, strict=True)
+            )
+            self._floats = tuple(
+                _parquet_column(footer_schema, path) if leaf.kind is StatKind.FLOAT else None
                 for leaf, path in zip(spec.leaves, paths, strict=True)
             )
 
@@ -286,31 +295,52 @@ class StatsAccumulator:
                 extremes = pc.min_max(array)
                 exact[i] = (extremes["min"].as_py(), extremes["max"].as_py())
 
-    def batch_columns(self) -> tuple[str, ...]:
+    def float_columns(self) -> tuple[int, ...]:
+        """Footer mode: the Parquet columns (by index) of the float leaves, whose stats a copied
+        row group may give instead of decoding them (:meth:`update_copied_row_group`)."""
+        return tuple(dict.fromkeys(c for c in self._floats if c is not None))
+
+    def batch_columns(self, given: Collection[int] = ()) -> tuple[str, ...]:
         """Footer mode: the top-level columns holding the leaves read from batches (floats,
         arrays, maps), which a copied row group must be decoded for
-        (:meth:`update_copied_row_group`)."""
+        (:meth:`update_copied_row_group`); but for float leaves whose Parquet column is in
+        ``given``."""
         names = (
             leaf.path[0]
-            for leaf, c in zip(self._spec.leaves, self._columns, strict=True)
-            if c is None
+            for leaf, c, f in zip(self._spec.leaves, self._columns, self._floats, strict=True)
+            if c is None and f not in given
         )
         return tuple(dict.fromkeys(names))
 
-    def update_copied_row_group(self, columns: Any, rows: int, inexact: frozenset[int]) -> None:
+    def update_copied_row_group(
+        self,
+        columns: Any,
+        rows: int,
+        inexact: frozenset[int],
+        floats: Mapping[int, FloatStats] | None = None,
+    ) -> None:
         """Footer mode: the next row group is copied from a source as it is, with ``rows`` rows;
-        ``columns`` (a ``pa.Table``) holds its :meth:`batch_columns`, conformed to the table's
-        types. The bounds of the Parquet columns in ``inexact`` (statistics a reader may not
-        take as exact: truncated, or in the deprecated fields only) are dropped, never
-        guessed; the others come from the footer as the written row groups' do.
+        ``floats`` holds the stats of its NaN-free float chunks by Parquet column, ``columns``
+        (a ``pa.Table``) its :meth:`batch_columns` for those, conformed to the table's types.
+        The bounds of the Parquet columns in ``inexact`` (statistics a reader may not take as
+        exact: truncated, or in the deprecated fields only) are dropped, never guessed; the
+        others come from the footer as the written row groups' do.
 
         Raises:
             ValueError: ``columns`` lacks a stats column, or it is of the wrong Arrow type.
         """
         self._num_records += rows
+        floats = floats or {}
         arrays: dict[tuple[int, ...], Any] = {}
-        for leaf, state, column in zip(self._spec.leaves, self._states, self._columns, strict=True):
-            if column is None and rows:
+        leaves = zip(self._spec.leaves, self._states, self._columns, self._floats, strict=True)
+        for leaf, state, column, parquet in leaves:
+            if column is not None or not rows:
+                continue
+            given = floats.get(parquet) if parquet is not None else None
+            if given is not None:
+                state.null_count += given.null_count
+                state.merge(given.low, given.high)
+            else:
                 _observe(
                     leaf.kind, state, _column(columns, _index_path(columns.schema, leaf), arrays)
                 )

@@ -59,6 +59,7 @@ from rlcd.compaction._copy import (
     FOOTER_GUESS,
     CopiedBytes,
     LocalFiles,
+    float_stats,
     read_footer,
     write_local,
     write_streamed,
@@ -93,6 +94,7 @@ from rlcd.parquet.copy_plan import (
     inexact_statistics,
 )
 from rlcd.parquet.copy_plan import Run as CopyRun
+from rlcd.parquet.dictionary import FloatStats
 from rlcd.parquet.encodings import SMALL_DICTIONARY, ColumnEncodings, FilePlan, plan_file
 from rlcd.parquet.footer import footer_span, parse_footer
 from rlcd.parquet.ranges import chunk_ranges
@@ -1087,10 +1089,11 @@ class _Steps:
     """The copy path's encode stage: the plan's steps in order, each re-encode step's rows
     (live rows only) through the encoder into row groups of its own, each copied row group
     into the batch counter (its footer's rows: one run with the source's other rows) and the
-    stats (its footer's bounds, its :meth:`StatsAccumulator.batch_columns` decoded). Sources
-    are fetched one at a time, in order; every source is started in order (its zero-length
-    run), also one without row groups. A source none of whose rows is re-encoded is fetched
-    only for those columns and its patched ones, and not at all without any."""
+    stats (its footer's bounds, its float chunks' stats from their dictionary pages where
+    those give them, its other :meth:`StatsAccumulator.batch_columns` decoded). Sources are
+    fetched one at a time, in order; every source is started in order (its zero-length run),
+    also one without row groups. A source none of whose rows is re-encoded is fetched only
+    for the columns its copies decode and its patched ones, and not at all without any."""
 
     def __init__(
         self,
@@ -1103,13 +1106,15 @@ class _Steps:
     ) -> None:
         self._store, self._bin, self._settings = store, bin_, settings
         self._planned, self._encoder, self._patches = planned, encoder, patches
-        self._columns = encoder.stats.batch_columns()
-        self._copied_groups: dict[int, list[int]] = {}
+        self._floats = encoder.stats.float_columns()
+        self._copied_groups: dict[int, dict[int, bytes]] = {}  # a source's copied RowGroups
+        # a source's copied row groups' float stats its dictionary pages gave, once read
+        self._given: dict[int, dict[int, dict[int, FloatStats]]] = {}
         self._patched: dict[int, list[str]] = {}  # a source's patched columns (all its copies')
         self._reencoded: set[int] = set()
         for step in planned.plan.steps:
             if isinstance(step, Copy):
-                self._copied_groups.setdefault(step.source, []).append(step.row_group)
+                self._copied_groups.setdefault(step.source, {})[step.row_group] = step.group
                 self._patched[step.source] = self._names(step)
             else:
                 self._reencoded.update(run.source for run in step.runs)
@@ -1123,9 +1128,10 @@ class _Steps:
         steps: list[Step] = []
         for step in self._planned.plan.steps:
             if isinstance(step, Copy):
-                decode = bool(self._columns or step.patched)
-                decoded = await self._source(step.source, decode=decode)
-                await anyio.to_thread.run_sync(self._copied, step, decoded)
+                floats = (await self._float_stats(step.source))[step.row_group]
+                columns = self._encoder.stats.batch_columns(floats)
+                decoded = await self._source(step.source, decode=bool(columns or step.patched))
+                await anyio.to_thread.run_sync(self._copied, step, decoded, columns, floats)
                 steps.append(step)
                 continue
             runs = []
@@ -1166,6 +1172,22 @@ class _Steps:
             self._open = (index, fetched, decoded)
         return self._open[2]
 
+    async def _float_stats(self, index: int) -> dict[int, dict[int, FloatStats]]:
+        """The float stats of source ``index``'s copied row groups that their dictionary pages
+        give, by row group (read once, for all of them: its fetch needs them all)."""
+        if index not in self._given:
+            key, groups = self._planned.keys[index], self._copied_groups[index]
+            found: list[dict[int, FloatStats]] = [{} for _ in groups]
+            if self._floats:
+                found = await gather(
+                    *(
+                        float_stats(self._store, key, group, self._floats)
+                        for group in groups.values()
+                    )
+                )
+            self._given[index] = dict(zip(groups, found, strict=True))
+        return self._given[index]
+
     async def _fetch(self, index: int) -> FetchedSource:
         """Source ``index``: whole, or from an object store, when it is read only for copied
         row groups' columns, those columns' chunks and its footer. A local store's file is
@@ -1178,10 +1200,11 @@ class _Steps:
         if index in self._reencoded or self._store.local_files() is not None:
             return await fetch_source(self._store, add, settings.read, version=settings.version)
         try:
-            columns = dict.fromkeys((*self._columns, *self._patched[index]))
-            ranges = chunk_ranges(
-                self._planned.footers[index], self._copied_groups[index], columns, add.size
-            )
+            given = await self._float_stats(index)
+            stats = self._encoder.stats
+            decoded = [name for floats in given.values() for name in stats.batch_columns(floats)]
+            columns = dict.fromkeys((*decoded, *self._patched[index]))
+            ranges = chunk_ranges(self._planned.footers[index], given, columns, add.size)
         except ValueError as exc:
             raise CorruptDataError(
                 str(exc), table=settings.table, version=settings.version, path=add.path
@@ -1189,16 +1212,22 @@ class _Steps:
         span = self._planned.spans[index]
         return await fetch_projected(self._store, add, span, ranges, version=settings.version)
 
-    def _copied(self, step: Copy, decoded: DecodedSource | None) -> None:
+    def _copied(
+        self,
+        step: Copy,
+        decoded: DecodedSource | None,
+        names: Sequence[str],
+        floats: dict[int, FloatStats],
+    ) -> None:
         self._encoder.counter.record(step.source, step.rows)
-        columns = None if decoded is None else decoded.columns(step.row_group, self._columns)
+        columns = None if decoded is None else decoded.columns(step.row_group, names)
         inexact = inexact_statistics(step.group)
         if step.patched:
             assert decoded is not None
             patch = self._patches.add(self._patch(step, decoded))
             patched = inexact_statistics(patch.row_group())
             inexact = (inexact - set(step.patched)) | {step.patched[i] for i in patched}
-        self._encoder.stats.update_copied_row_group(columns, step.rows, inexact)
+        self._encoder.stats.update_copied_row_group(columns, step.rows, inexact, floats)
 
     def _names(self, step: Copy) -> list[str]:
         """The top-level names of a copy's patched columns."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import deltalake
 import pyarrow as pa
 import pytest
+from deltalake import WriterProperties
 
+from rlcd.compaction import _copy
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.storage import LocalStore
@@ -53,3 +56,45 @@ async def test_nan_infinities_and_zero_bounds_are_sparks(tmp_path: Path) -> None
     assert counts["WHERE isnan(x)"] == 1 and counts["WHERE x = 0"] == 1
     assert _spelled(delta_rs_rows(tmp_path)) == rows
     assert _spelled(kernel_rows(tmp_path)) == rows
+
+
+async def test_copied_float_stats_from_dictionaries_equal_reencodings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Copied row groups whose float chunks' dictionaries prove them NaN-free take their
+    stats from those (no decoding); one holding a NaN is decoded. The output's stats equal
+    those of re-encoding every row."""
+    given: list[object] = []
+    spied = _copy.chunk_float_stats
+
+    def spy(*args: object) -> object:
+        given.append(result := spied(*args))  # type: ignore[arg-type]
+        return result
+
+    monkeypatch.setattr(_copy, "chunk_float_stats", spy)
+    props = WriterProperties(max_row_group_size=500)
+    for f in range(3):
+        x = [(i % 37) / 4 - 2 if i % 7 else None for i in range(f * 1000, f * 1000 + 1000)]
+        x[3] = -0.0
+        if f == 1:
+            x[600] = NAN  # its second row group only
+        table = pa.table({"id": pa.array(range(1000)), "x": pa.array(x, pa.float64())})
+        deltalake.write_deltalake(
+            str(tmp_path / "t"), table, mode="append", writer_properties=props
+        )
+    shutil.copytree(tmp_path / "t", tmp_path / "r")
+    rows = _spelled(delta_rs_rows(tmp_path / "t"))
+    stats = []
+    for name, rewrite in (("t", "auto"), ("r", "reencode")):
+        async with LocalStore(tmp_path / name) as store:
+            policy = CompactionPolicy(min_copy_row_group=1, rewrite=rewrite)
+            report = await compact_table(store, policy)
+        assert report.committed_version is not None and not report.failed
+        log = tmp_path / name / "_delta_log" / f"{report.committed_version:020d}.json"
+        (add,) = (a["add"] for a in map(json.loads, log.read_text().splitlines()) if "add" in a)
+        stats.append(json.loads(add["stats"], parse_float=str))
+        assert _spelled(delta_rs_rows(tmp_path / name)) == rows
+    assert report.committed[0].copied_row_groups == 0
+    assert len(given) == 6 and sum(g is None for g in given) == 1
+    assert stats[0] == stats[1]
+    assert stats[0]["maxValues"]["x"] == "NaN" and stats[0]["minValues"]["x"] == "-2.0"

@@ -55,7 +55,9 @@ from rlcd.delta.stats_spec import (
     parse_stats_columns,
     stats_spec,
 )
+from rlcd.parquet.dictionary import FloatStats, dictionary_range, float_stats
 from tests.conftest import fixture_table
+from tests.unit.parquet.files import groups, write
 
 NONE, NAME = ColumnMappingMode.NONE, ColumnMappingMode.NAME
 K = StatKind
@@ -771,17 +773,35 @@ def test_footer_stats_equal_batch_stats(
     assert via_footer(HYPOTHESIS_SPEC, groups, True) == one_pass.finish(tight_bounds=True)
 
 
-def via_copies(spec: StatsSpec, row_groups: list[Any], copied: list[bool]) -> StatsAccumulator:
+def dictionary_floats(acc: StatsAccumulator, rows: Any) -> dict[int, FloatStats]:
+    """The float stats the dictionary pages of ``rows`` give, written by pyarrow's defaults."""
+    file = write(rows, max(1, rows.num_rows))
+    [group] = groups(file)
+    found = {}
+    for column in acc.float_columns():
+        where = dictionary_range(group, column)
+        page = None if where is None else file.slice(where[0], where[1] - where[0])
+        stats = None if page is None else float_stats(group, column, page.to_pybytes())
+        if stats is not None:
+            found[column] = stats
+    return found
+
+
+def via_copies(
+    spec: StatsSpec, row_groups: list[Any], copied: list[bool], *, dictionaries: bool = False
+) -> StatsAccumulator:
     """The accumulator of a file of ``row_groups``, those flagged in ``copied`` taken as the
-    copy path takes a copied row group (its footer, and its batch columns decoded)."""
+    copy path takes a copied row group (its footer, its float stats from its dictionary pages
+    with ``dictionaries`` where those give them, and its other batch columns decoded)."""
     schema = row_groups[0].schema
     acc = StatsAccumulator(spec, footer_schema=schema)
     settings = RewriteSettings("t", 0, ReadOptions(schema), spec, ())
     writer = parquet_writer(pa.BufferOutputStream(), settings)
     for rows, copy in zip(row_groups, copied, strict=True):
         if copy:
+            floats = dictionary_floats(acc, rows) if dictionaries and rows.num_rows else {}
             acc.update_copied_row_group(
-                rows.select(acc.batch_columns()), rows.num_rows, frozenset()
+                rows.select(acc.batch_columns(floats)), rows.num_rows, frozenset(), floats
             )
         else:
             acc.update(rows)
@@ -793,20 +813,29 @@ def via_copies(spec: StatsSpec, row_groups: list[Any], copied: list[bool]) -> St
 
 
 @settings(max_examples=100, deadline=None)
-@given(tables(), st.lists(st.integers(1, 25), max_size=6), st.lists(st.booleans(), min_size=7))
+@given(
+    tables(),
+    st.lists(st.integers(1, 25), max_size=6),
+    st.lists(st.booleans(), min_size=7),
+    st.booleans(),
+)
 def test_copied_row_groups_stats_equal_batch_stats(
-    drawn: tuple[Any, dict[tuple[str, ...], list[Any]]], cuts: list[int], copied: list[bool]
+    drawn: tuple[Any, dict[tuple[str, ...], list[Any]]],
+    cuts: list[int],
+    copied: list[bool],
+    dictionaries: bool,
 ) -> None:
     """Stats of a file whose row groups are any mix of copied (bounds from their footer
-    entries, floats, arrays and maps decoded) and encoded ones equal the rows' stats."""
+    entries, floats from their dictionary pages or decoded, arrays and maps decoded) and
+    encoded ones equal the rows' stats."""
     table, _ = drawn
     if not table.num_rows:
         return
     one_pass = StatsAccumulator(HYPOTHESIS_SPEC)
     one_pass.update(table)
     bounds = sorted({0, *(min(c, table.num_rows) for c in cuts), table.num_rows})
-    groups = [table.slice(start, stop - start) for start, stop in itertools.pairwise(bounds)]
-    acc = via_copies(HYPOTHESIS_SPEC, groups, copied[: len(groups)])
+    parts = [table.slice(start, stop - start) for start, stop in itertools.pairwise(bounds)]
+    acc = via_copies(HYPOTHESIS_SPEC, parts, copied[: len(parts)], dictionaries=dictionaries)
     assert acc.finish(tight_bounds=True) == one_pass.finish(tight_bounds=True)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlcd.parquet._format import FILE_ROW_GROUPS, spans
+from rlcd.parquet._thrift import struct_list
 from rlcd.parquet.footer import footer_span
 
 
@@ -21,6 +23,12 @@ def footer(file: pa.Buffer) -> bytes:
     """The file's footer span (metadata, its length, the magic)."""
     span = footer_span(file.slice(file.size - 8).to_pybytes(), file.size)
     return file.slice(file.size - span).to_pybytes()
+
+
+def groups(file: pa.Buffer) -> list[bytes]:
+    """The file's thrift ``RowGroup`` structs, as rlcd's codec reads them."""
+    data = footer(file)
+    return struct_list(data, spans(data)[FILE_ROW_GROUPS][3])[0]
 
 
 def row_group_ranges(file: pa.Buffer) -> list[tuple[int, int, int]]:
