@@ -49,7 +49,7 @@ the others carry on.
   (:mod:`rlcd.daemon._snapshots`; one ``snapshot_released`` event each); never one whose
   poll, compaction or vacuum runs, that is due, or whose checkpoint is owed. A released table
   is loaded again by the poll that sees a commit, or that needs it: a replan, a vacuum due.
-  Each load first reserves its expected bytes (:meth:`Supervisor._load_budget`), releasing
+  Each load first reserves its peak (:meth:`Supervisor._load_budget`), releasing
   the idle longest or waiting while the budget cannot take it; a commit sets the table's
   version gauge when the listing shows it, before the load, the footprint and the plan.
 """
@@ -77,7 +77,7 @@ from rlcd.compaction.lease import Busy, LeaseHold, hold_lease, owner
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
-from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, releases
+from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, load_peak, releases
 from rlcd.daemon._watch import TableWatch
 from rlcd.daemon.config import (
     MIN_VACUUM_RETAIN_S,
@@ -690,7 +690,7 @@ class Supervisor:
 
     @asynccontextmanager
     async def _load_budget(self, t: _Table) -> AsyncIterator[None]:
-        """Around a load of ``t``: reserve its expected bytes once
+        """Around a load of ``t``: reserve its peak once
         :func:`~rlcd.daemon._snapshots.admit` lets it start (releasing what it picks first);
         until then wait, woken by every load, poll, run or vacuum that ends."""
         try:
@@ -713,9 +713,9 @@ class Supervisor:
 
     def _admit(self, t: _Table) -> tuple[list[str], int] | None:
         """:func:`~rlcd.daemon._snapshots.admit` for a load of ``t`` now, and the bytes it
-        reserves (known better as other loads end). What may make room: the loads in flight,
-        and the other polls past their load (they pin a snapshot until their plan ends), not
-        those waiting too."""
+        reserves: the peak of what it is expected to hold (known better as other loads end).
+        What may make room: the loads in flight, and the other polls past their load (they pin
+        a snapshot until their plan ends), not those waiting too."""
         budget = self.settings.daemon.snapshot_memory
         others = (o.watch.footprint for o in self._tables.values() if o is not t)
         want = expected_bytes(t.watch.footprint, others, budget=budget)
@@ -731,7 +731,7 @@ class Supervisor:
             want=want,
             budget=budget,
         )
-        return None if picked is None else (picked, want)
+        return None if picked is None else (picked, load_peak(want))
 
     def _free(self) -> None:
         """Wake the loads waiting for the budget: a poll, run or vacuum ended (a load ended,
