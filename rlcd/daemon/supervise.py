@@ -47,11 +47,11 @@ the others carry on.
 - **Snapshots**: after each step, the snapshots of tables idle ``snapshot_idle`` and, while
   the rest exceed ``snapshot_memory``, of the tables idle longest are released
   (:mod:`rlcd.daemon._snapshots`; one ``snapshot_released`` event each); never one whose
-  poll, compaction or vacuum runs, that is due, or whose checkpoint is owed. A released table
-  is loaded again by the poll that sees a commit, or that needs it: a replan, a vacuum due.
-  Each load first reserves its peak (:meth:`Supervisor._load_budget`), releasing
-  the idle longest or waiting while the budget cannot take it; a commit sets the table's
-  version gauge when the listing shows it, before the load, the footprint and the plan.
+  poll, compaction or vacuum runs, that is due (compaction or vacuum), or whose checkpoint is
+  owed. A released table is loaded again by the poll that sees a commit, or that needs it: a
+  replan, a vacuum due. Each load first reserves its peak (:meth:`Supervisor._load_budget`),
+  releasing the idle longest or waiting while the budget cannot take it; a commit sets the
+  table's version gauge when the listing shows it, before the load, the footprint and the plan.
 """
 
 from __future__ import annotations
@@ -656,7 +656,11 @@ class Supervisor:
         """Whether the table's next poll needs its snapshot though the log did not move: to
         plan it again (a file came of age, a quarantine ended) or to vacuum it."""
         replan = t.replan_at_ms is not None and self._wall_ms() >= t.replan_at_ms
-        return replan or (t.policy.vacuum and t.vacuum_at <= self._clock())
+        return replan or self._vacuum_owed(t)
+
+    def _vacuum_owed(self, t: _Table) -> bool:
+        """Whether the table's ``vacuum_interval`` passed (its vacuum starts after the polls)."""
+        return t.policy.vacuum and t.vacuum_at <= self._clock()
 
     def _hold_snapshots(self) -> None:
         """Release the snapshots :func:`~rlcd.daemon._snapshots.releases` picks, and report
@@ -741,10 +745,11 @@ class Supervisor:
 
     def _pinned(self, t: _Table) -> bool:
         """Whether work on the table uses its snapshot: a poll, compaction or vacuum in flight,
-        one due (released, it would be loaded twice), or a checkpoint owed (a poll writes it
-        from the snapshot, and a released one is not loaded again until the table moves)."""
+        one due or owed (released, it would be loaded twice), or a checkpoint owed (a poll
+        writes it from the snapshot, and a released one is not loaded again until the table
+        moves)."""
         busy = t.name in self._running or t.name in self._vacuuming or t.name in self._polling
-        if busy or self._schedule.state(t.name).due is not None:
+        if busy or self._schedule.state(t.name).due is not None or self._vacuum_owed(t):
             return True
         snapshot, newest = t.watch.snapshot, t.watch.checkpoint
         if snapshot is None:
@@ -942,19 +947,17 @@ class Supervisor:
         poll), unless it is being compacted (then at the loop's next step after the run)."""
         if self._stopping or self._work is None:
             return
-        now = self._clock()
         for t in list(self._tables.values()):
             snapshot = t.watch.snapshot  # None until a poll read the table
             if (
-                not t.policy.vacuum
+                not self._vacuum_owed(t)
                 or t.removed
                 or snapshot is None
-                or t.vacuum_at > now
                 or t.name in self._running
                 or t.name in self._vacuuming
             ):
                 continue
-            t.vacuum_at = now + t.policy.vacuum_interval_s
+            t.vacuum_at = self._clock() + t.policy.vacuum_interval_s
             self._vacuuming.add(t.name)
             self._work.start_soon(self._vacuum, t, snapshot)
 

@@ -614,7 +614,7 @@ prefix = "tables"
 min_small_files = {small}
 min_interval = "0s"
 min_file_age = "0s"
-vacuum = false
+vacuum = {vacuum}
 """
 
 
@@ -625,7 +625,7 @@ class _Loads:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, size: int) -> None:
         self.size = size
-        self.in_flight = self.most_in_flight = 0
+        self.count = self.in_flight = self.most_in_flight = 0
         self.peak = 0
         self.at_start: list[Callable[[], None]] = []
         self.supervisor: Supervisor | None = None
@@ -634,6 +634,7 @@ class _Loads:
         async def load(store: LocalStore) -> Snapshot:
             assert self.supervisor is not None
             held = sum(s.snapshot_bytes for s in self.supervisor.status())
+            self.count += 1
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
             self.peak = max(self.peak, held + self.in_flight * load_peak(self.size))
@@ -659,8 +660,10 @@ async def _alike(root: Path, count: int, commits: int) -> tuple[list[str], int]:
     return [str(TableUri.parse(str(root / "tables" / f"t{n}"))) for n in range(count)], size
 
 
-def _supervisor(root: Path, loads: _Loads, *, budget: int, small: int) -> Supervisor:
-    config = LOADS.format(budget=budget, small=small)
+def _supervisor(
+    root: Path, loads: _Loads, *, budget: int, small: int, vacuum: bool = False
+) -> Supervisor:
+    config = LOADS.format(budget=budget, small=small, vacuum=str(vacuum).lower())
     settings = parse_settings(config, source="test.toml", base_dir=str(root))
     loads.supervisor = Supervisor(
         settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
@@ -728,4 +731,23 @@ async def test_a_due_table_keeps_its_snapshot_until_its_run_ends(
     assert [live_files(tmp_path / "tables" / f"t{n}") for n in range(2)] == [1, 1]
 
 
+async def test_a_table_due_for_vacuum_keeps_its_snapshot_until_its_vacuum_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each snapshot alone exceeds the budget and every table is due for vacuum (its first
+    poll): the next table's load releases none whose vacuum has not started (it would be
+    skipped, then loaded again). Each table is loaded once and vacuumed in the pass, and its
+    snapshot released after."""
+    uris, size = await _alike(tmp_path, 3, 2)
+    loads = _Loads(monkeypatch, size)
+    supervisor = _supervisor(tmp_path, loads, budget=size // 2, small=1000, vacuum=True)
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    events = [(e["event"], e["table"]) for e in logs if e["event"] in _VACUUM_AND_RELEASE]
+    for uri in uris:
+        assert events.index(("vacuum_done", uri)) < events.index(("snapshot_released", uri))
+    assert loads.count == 3
+
+
 _RUN_AND_RELEASE = ("compaction_finished", "snapshot_released")
+_VACUUM_AND_RELEASE = ("vacuum_done", "snapshot_released")
