@@ -50,8 +50,9 @@ the others carry on.
   poll, compaction or vacuum runs, that is due (compaction or vacuum), or whose checkpoint is
   owed. A released table is loaded again by the poll that sees a commit, or that needs it: a
   replan, a vacuum due. Each load first reserves its peak (:meth:`Supervisor._load_budget`),
-  releasing the idle longest or waiting while the budget cannot take it; a commit sets the
-  table's version gauge when the listing shows it, before the load, the footprint and the plan.
+  releasing the idle longest or waiting, out of its poll slot, while the budget cannot take
+  it; the listing sets the table's version gauge (a commit's, or on the first poll the
+  table's) before the load, the footprint and the plan.
 """
 
 from __future__ import annotations
@@ -253,6 +254,18 @@ def _plan(
     times = snapshot.adds["modification_time"]
     youngest = pc.min(times.filter(pc.greater_equal(times, before))).as_py()
     return Backlog.of(bins), (youngest + age_ms if youngest is not None else None)
+
+
+@asynccontextmanager
+async def _outside(slots: anyio.CapacityLimiter) -> AsyncIterator[None]:
+    """The current task's slot in ``slots`` left to others for a while; taken back after, even
+    when cancelled (shielded), since the caller's ``async with`` gives it back."""
+    slots.release()
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await slots.acquire()
 
 
 def _footprint(snapshot: Snapshot, now_ms: int) -> tuple[int, int, int | None]:
@@ -614,7 +627,7 @@ class Supervisor:
                 poll = await t.watch.poll(
                     load=self._needs_snapshot(t),
                     seen=lambda version: self.metrics.set_version(t.name, version),
-                    gate=lambda: self._load_budget(t),
+                    gate=lambda: self._load_budget(t, limiter),
                 )
                 now_ms = self._wall_ms()
                 if poll.snapshot is None:  # released while idle, and the table did not move
@@ -693,18 +706,14 @@ class Supervisor:
             self.metrics.set_snapshot_bytes(t.name, 0)
 
     @asynccontextmanager
-    async def _load_budget(self, t: _Table) -> AsyncIterator[None]:
+    async def _load_budget(self, t: _Table, polls: anyio.CapacityLimiter) -> AsyncIterator[None]:
         """Around a load of ``t``: reserve its peak once
         :func:`~rlcd.daemon._snapshots.admit` lets it start (releasing what it picks first);
-        until then wait, woken by every load, poll, run or vacuum that ends."""
-        try:
-            while (admitted := self._admit(t)) is None:
-                if t.name not in self._waiting:  # a waiting poll makes no room: say so once
-                    self._waiting.add(t.name)
-                    self._free()
-                await self._freed.wait()
-        finally:
-            self._waiting.discard(t.name)
+        until then wait, woken by every load, poll, run or vacuum that ends, leaving the
+        poll's slot in ``polls`` to the others (their listings show their versions)."""
+        while (admitted := self._admit(t)) is None:  # again once the slot is back
+            async with _outside(polls):
+                await self._room_for(t)
         picked, want = admitted
         for name in picked:
             self._release_snapshot(self._tables[name], Release.BUDGET)
@@ -714,6 +723,17 @@ class Supervisor:
         finally:
             del self._loading[t.name]
             self._free()
+
+    async def _room_for(self, t: _Table) -> None:
+        """Until :meth:`_admit` would let a load of ``t`` start."""
+        try:
+            while self._admit(t) is None:
+                if t.name not in self._waiting:  # a waiting poll makes no room: say so once
+                    self._waiting.add(t.name)
+                    self._free()
+                await self._freed.wait()
+        finally:
+            self._waiting.discard(t.name)
 
     def _admit(self, t: _Table) -> tuple[list[str], int] | None:
         """:func:`~rlcd.daemon._snapshots.admit` for a load of ``t`` now, and the bytes it

@@ -25,7 +25,7 @@ from structlog.testing import capture_logs
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.lease import LeaseHold, take_lease
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.daemon import _watch
+from rlcd.daemon import _watch, supervise
 from rlcd.daemon._snapshots import load_peak
 from rlcd.daemon.config import parse_settings
 from rlcd.daemon.metrics import QuarantinedFile
@@ -690,6 +690,29 @@ async def test_the_first_pass_loads_within_the_snapshot_budget(
     assert sum(s.snapshot_bytes for s in status) == 2 * size
     released = [e for e in logs if e["event"] == "snapshot_released"]
     assert len(released) == 4 and {e["reason"] for e in released} == {"budget"}
+
+
+async def test_the_first_pass_shows_every_version_before_the_loads_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four tables, two polls at once, each snapshot over the budget (one load at a time): a
+    poll waiting for the budget leaves its slot to the others, and each lists its version
+    before its load, so by the second load every version is in the gauge and the status."""
+    monkeypatch.setattr(supervise, "_POLLS_AT_ONCE", 2)
+    uris, size = await _alike(tmp_path, 4, 2)
+    loads = _Loads(monkeypatch, size)
+    supervisor = _supervisor(tmp_path, loads, budget=size // 2, small=1000)
+    seen: list[tuple[list[float | None], list[int | None]]] = []
+
+    def versions() -> None:
+        gauge = supervisor.metrics.registry.get_sample_value
+        gauges = [gauge("rlcd_table_version", {"table": u}) for u in uris]
+        seen.append((gauges, [s.version for s in supervisor.status()]))
+
+    loads.at_start.append(versions)
+    await supervisor.run(once=True)
+    assert loads.count == len(seen) == 4 and loads.most_in_flight == 1
+    assert seen[1] == ([1.0] * 4, [1] * 4)
 
 
 async def test_a_table_bigger_than_the_budget_loads_alone_and_is_noticed_before(
