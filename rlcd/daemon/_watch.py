@@ -2,16 +2,15 @@
 
 Theory of operation. The first poll lists the log from the newest checkpoint (so the table's
 version is known before the load, which may wait for the snapshot budget), then loads the
-snapshot from that checkpoint. Every
-later poll is one LIST of ``_delta_log`` starting after the held version: an idle table costs
-exactly that. New commits are read by key and replayed onto the held snapshot
-(:func:`rlcd.delta.load.advance_snapshot`). When the listing shows the table has moved far past
-the snapshot — a checkpoint newer than it and more than ``replay_limit`` commits to replay, or
-the commits right after it already cleaned up by log retention — the snapshot is reloaded from
-that checkpoint instead (:func:`rlcd.delta.load.load_snapshot`). The log is never re-read from
-its start while tailing. The watch also knows the version of the table's newest checkpoint
-(listed after the first load, then seen in the polls' listings), for the daemon's checkpoint
-lag.
+snapshot from that checkpoint. Every later poll is one LIST of ``_delta_log`` starting after the
+held version: an idle table costs exactly that. New commits are read by key and replayed onto
+the held snapshot (:func:`rlcd.delta.load.advance_snapshot`). When the listing shows the table
+has moved far past the snapshot — a checkpoint newer than it and more than ``replay_limit``
+commits to replay, or the commits right after it already cleaned up by log retention — the
+snapshot is reloaded from that checkpoint instead (:func:`rlcd.delta.load.load_snapshot`). The
+log is never re-read from its start while tailing. The watch also knows the version of the
+table's newest checkpoint (listed before the first load, then seen in the polls' listings), for
+the daemon's checkpoint lag.
 
 Released while idle (``[daemon] snapshot_memory``, ``snapshot_idle``): the supervisor may
 :meth:`TableWatch.release` the snapshot; the watch then keeps only its version and live file
@@ -21,8 +20,8 @@ Until then a poll returns no snapshot.
 
 Hooks for the supervisor (:meth:`TableWatch.poll`): ``seen`` is told a newer version (on the
 first poll, the table's version) as soon as the listing shows it, before the commits are
-replayed or the table loaded; ``gate`` is entered
-around every load from a checkpoint (the snapshot budget, :func:`rlcd.daemon._snapshots.admit`).
+replayed or the table loaded; ``gate`` is entered around every load from a checkpoint (the
+snapshot budget, :func:`rlcd.daemon._snapshots.admit`).
 """
 
 from __future__ import annotations
