@@ -697,22 +697,35 @@ async def test_the_first_pass_shows_every_version_before_the_loads_wait(
 ) -> None:
     """Four tables, two polls at once, each snapshot over the budget (one load at a time): a
     poll waiting for the budget leaves its slot to the others, and each lists its version
-    before its load, so by the second load every version is in the gauge and the status."""
+    before its load, so the first load, held until every version is in the gauge, ends (it
+    waited forever when waiting polls kept their slots); the status has every version then."""
     monkeypatch.setattr(supervise, "_POLLS_AT_ONCE", 2)
     uris, size = await _alike(tmp_path, 4, 2)
     loads = _Loads(monkeypatch, size)
     supervisor = _supervisor(tmp_path, loads, budget=size // 2, small=1000)
-    seen: list[tuple[list[float | None], list[int | None]]] = []
+    gauge, set_version = (
+        supervisor.metrics.registry.get_sample_value,
+        supervisor.metrics.set_version,
+    )
+    counted, listed = _watch.load_snapshot, anyio.Event()
+    at_load: list[list[int | None]] = []
 
-    def versions() -> None:
-        gauge = supervisor.metrics.registry.get_sample_value
-        gauges = [gauge("rlcd_table_version", {"table": u}) for u in uris]
-        seen.append((gauges, [s.version for s in supervisor.status()]))
+    def versions_seen(table: str, version: int) -> None:
+        set_version(table, version)
+        if None not in (gauge("rlcd_table_version", {"table": u}) for u in uris):
+            listed.set()
 
-    loads.at_start.append(versions)
+    async def once_all_listed(store: LocalStore) -> Snapshot:
+        with anyio.fail_after(10):
+            await listed.wait()
+        at_load.append([s.version for s in supervisor.status()])
+        return await counted(store)
+
+    monkeypatch.setattr(supervisor.metrics, "set_version", versions_seen)
+    monkeypatch.setattr(_watch, "load_snapshot", once_all_listed)
     await supervisor.run(once=True)
-    assert loads.count == len(seen) == 4 and loads.most_in_flight == 1
-    assert seen[1] == ([1.0] * 4, [1] * 4)
+    assert loads.count == 4 and loads.most_in_flight == 1
+    assert at_load == [[1] * 4] * 4
 
 
 async def test_a_table_bigger_than_the_budget_loads_alone_and_is_noticed_before(
