@@ -13,21 +13,29 @@ poll that sees a commit.
 
 Loads respect the budget too, or a pass that loads many tables (the first, or one in which many
 released tables changed) would hold them all before any release. Before a load starts,
-:func:`admit` reserves its expected bytes (:func:`expected_bytes`): it picks the unpinned
-snapshots to release first, idle longest first, so that what is held, the loads in flight and
-this one fit; when they cannot, the load waits for a load in flight to end, or a poll to
-unpin its snapshot. With neither pending a load always starts, so a table bigger than the
-whole budget still loads, alone.
+:func:`admit` reserves its peak (:func:`load_peak` of :func:`expected_bytes`: a load holds
+about twice the snapshot it ends with): it picks the unpinned snapshots to release first, idle
+longest first, so that what is held, the loads in flight and this one fit; when they cannot,
+the load waits for a load in flight to end, or a poll to unpin its snapshot. With neither
+pending a load always starts, so a table bigger than the whole budget still loads, alone. A
+load that ends gives its reservation back and its snapshot counts as held: what it reserved
+shrinks to what it holds.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
-__all__ = ("Held", "Release", "releases", "admit", "expected_bytes")
+__all__ = ("Held", "Release", "releases", "admit", "expected_bytes", "load_peak", "LOAD_PEAK")
 __pure__ = True
+
+LOAD_PEAK: Final = 2.0
+"""What a load holds at its peak, in snapshots it ends with: the checkpoint's batches as read
+and the replayed columns built from them are alive together (docs/performance.md)."""
 
 
 class Release(StrEnum):
@@ -77,13 +85,13 @@ def _idle_longest_first(held: list[Held]) -> list[Held]:
 def admit(
     held: Iterable[Held], *, loading: int, pending: int, want: int, budget: int
 ) -> list[str] | None:
-    """Whether a load expected to hold ``want`` bytes may start beside loads in flight that
-    reserved ``loading`` bytes: the unpinned tables to release first (idle longest first) so
-    that all fit ``budget``, or None: wait, releasing nothing. ``pending`` counts what may make
-    room when it ends (loads in flight, polls that pin a snapshot); with none, the load always
-    starts, after releasing what it can."""
+    """Whether a load expected to hold ``want`` bytes, reserving its :func:`load_peak`, may
+    start beside loads in flight that reserved ``loading`` bytes: the unpinned tables to
+    release first (idle longest first) so that all fit ``budget``, or None: wait, releasing
+    nothing. ``pending`` counts what may make room when it ends (loads in flight, polls that
+    pin a snapshot); with none, the load always starts, after releasing what it can."""
     tables = list(held)
-    total = sum(h.nbytes for h in tables) + loading + want
+    total = sum(h.nbytes for h in tables) + loading + load_peak(want)
     out: list[str] = []
     for h in _idle_longest_first(tables):
         if total <= budget:
@@ -100,3 +108,8 @@ def expected_bytes(known: int | None, others: Iterable[int | None], *, budget: i
     if known is not None:
         return known
     return max((n for n in others if n is not None), default=budget)
+
+
+def load_peak(want: int) -> int:
+    """What a load expected to hold ``want`` bytes reserves while it runs (:data:`LOAD_PEAK`)."""
+    return math.ceil(want * LOAD_PEAK)

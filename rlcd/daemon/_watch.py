@@ -1,15 +1,16 @@
 """Per-table log tail: a long-lived snapshot moved forward by polling (rlc-design.md §7, Watch).
 
-Theory of operation. The first poll loads the snapshot (from the newest checkpoint). Every
-later poll is one LIST of ``_delta_log`` starting after the held version: an idle table costs
-exactly that. New commits are read by key and replayed onto the held snapshot
-(:func:`rlcd.delta.load.advance_snapshot`). When the listing shows the table has moved far past
-the snapshot — a checkpoint newer than it and more than ``replay_limit`` commits to replay, or
-the commits right after it already cleaned up by log retention — the snapshot is reloaded from
-that checkpoint instead (:func:`rlcd.delta.load.load_snapshot`). The log is never re-read from
-its start while tailing. The watch also knows the version of the table's newest checkpoint
-(listed after the first load, then seen in the polls' listings), for the daemon's checkpoint
-lag.
+Theory of operation. The first poll lists the log from the newest checkpoint (so the table's
+version is known before the load, which may wait for the snapshot budget), then loads the
+snapshot from that checkpoint. Every later poll is one LIST of ``_delta_log`` starting after the
+held version: an idle table costs exactly that. New commits are read by key and replayed onto
+the held snapshot (:func:`rlcd.delta.load.advance_snapshot`). When the listing shows the table
+has moved far past the snapshot — a checkpoint newer than it and more than ``replay_limit``
+commits to replay, or the commits right after it already cleaned up by log retention — the
+snapshot is reloaded from that checkpoint instead (:func:`rlcd.delta.load.load_snapshot`). The
+log is never re-read from its start while tailing. The watch also knows the version of the
+table's newest checkpoint (listed before the first load, then seen in the polls' listings), for
+the daemon's checkpoint lag.
 
 Released while idle (``[daemon] snapshot_memory``, ``snapshot_idle``): the supervisor may
 :meth:`TableWatch.release` the snapshot; the watch then keeps only its version and live file
@@ -17,9 +18,10 @@ count. Its polls stay one LIST after that version; the first that sees a commit 
 supervisor asks to ``load``) loads the table from its newest checkpoint, as on the first poll.
 Until then a poll returns no snapshot.
 
-Hooks for the supervisor (:meth:`TableWatch.poll`): ``seen`` is told a newer version as soon as
-the listing shows it, before the commits are replayed or the table loaded; ``gate`` is entered
-around every load from a checkpoint (the snapshot budget, :func:`rlcd.daemon._snapshots.admit`).
+Hooks for the supervisor (:meth:`TableWatch.poll`): ``seen`` is told a newer version (on the
+first poll, the table's version) as soon as the listing shows it, before the commits are
+replayed or the table loaded; ``gate`` is entered around every load from a checkpoint (the
+snapshot budget, :func:`rlcd.daemon._snapshots.admit`).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class TableWatch:
         self._snapshot: Snapshot | None = None
         self._checkpoint: int | None = None
         self._released: _Released | None = None
+        self._listed: int | None = None  # the first poll's listing, until a load ends
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -92,10 +95,11 @@ class TableWatch:
 
     @property
     def version(self) -> int | None:
-        """The version held, released or not (None before the first poll)."""
+        """The version held, released or not; before the first load ends, the one the first
+        poll listed (None before that)."""
         if self._released is not None:
             return self._released.version
-        return self._snapshot.version if self._snapshot is not None else None
+        return self._snapshot.version if self._snapshot is not None else self._listed
 
     @property
     def files(self) -> int:
@@ -145,7 +149,8 @@ class TableWatch:
     ) -> Poll:
         """Move the held snapshot to the table's latest version; ``load``: load a released
         one even when the table did not move. ``seen`` is called with the newest commit's
-        version when the listing shows one; ``gate`` is entered around each load.
+        version when the listing shows one (on the first poll, with the table's version);
+        ``gate`` is entered around each load.
 
         Raises:
             CorruptLogError, UnsupportedFeatureError: as :func:`load_snapshot`; the held
@@ -156,12 +161,9 @@ class TableWatch:
         if held is None and self._released is not None:
             return await self._poll_released(self._released.version, load, seen, gate)
         if held is None:
-            async with gate():
-                self._snapshot = await load_snapshot(self.store)
-            self._checkpoint = await newest_checkpoint(self.store)
-            return Poll(self._snapshot, None, reloaded=True)
+            return await self._first(seen, gate)
         paths = await list_log(self.store, after_version=held.version + 1)
-        commits = self._listed(paths, seen)
+        commits = self._new_commits(paths, seen)
         if not commits:
             return Poll(held, held.version, reloaded=False)
         newer_checkpoint = any(p.is_checkpoint and p.version > held.version for p in paths)
@@ -179,7 +181,22 @@ class TableWatch:
         self._snapshot = await advance_snapshot(self.store, held, paths)
         return Poll(self._snapshot, held.version, reloaded=False)
 
-    def _listed(self, paths: list[LogPath], seen: Callable[[int], object] | None) -> list[int]:
+    async def _first(self, seen: Callable[[int], object] | None, gate: LoadGate) -> Poll:
+        """The first poll: list from the newest checkpoint (the version told to ``seen``),
+        then load."""
+        self._checkpoint = await newest_checkpoint(self.store)
+        paths = await list_log(self.store, after_version=self._checkpoint)
+        versions = [p.version for p in paths if p.kind is LogKind.COMMIT or p.is_checkpoint]
+        if versions:
+            self._listed = max(versions)
+            if seen is not None:
+                seen(self._listed)
+        async with gate():
+            self._snapshot = await load_snapshot(self.store)
+        self._listed = None
+        return Poll(self._snapshot, None, reloaded=True)
+
+    def _new_commits(self, paths: list[LogPath], seen: Callable[[int], object] | None) -> list[int]:
         """The versions of the commits a listing shows (the newest told to ``seen``), its
         checkpoints noted."""
         for p in paths:
@@ -195,7 +212,7 @@ class TableWatch:
     ) -> Poll:
         """One LIST after the released ``version``; a load when it shows a commit (or when
         asked)."""
-        commits = self._listed(await list_log(self.store, after_version=version + 1), seen)
+        commits = self._new_commits(await list_log(self.store, after_version=version + 1), seen)
         if not load and not commits:
             return Poll(None, version, reloaded=False)
         async with gate():

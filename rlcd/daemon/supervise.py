@@ -47,11 +47,12 @@ the others carry on.
 - **Snapshots**: after each step, the snapshots of tables idle ``snapshot_idle`` and, while
   the rest exceed ``snapshot_memory``, of the tables idle longest are released
   (:mod:`rlcd.daemon._snapshots`; one ``snapshot_released`` event each); never one whose
-  poll, compaction or vacuum runs, that is due, or whose checkpoint is owed. A released table
-  is loaded again by the poll that sees a commit, or that needs it: a replan, a vacuum due.
-  Each load first reserves its expected bytes (:meth:`Supervisor._load_budget`), releasing
-  the idle longest or waiting while the budget cannot take it; a commit sets the table's
-  version gauge when the listing shows it, before the load, the footprint and the plan.
+  poll, compaction or vacuum runs, that is due (compaction or vacuum), or whose checkpoint is
+  owed. A released table is loaded again by the poll that sees a commit, or that needs it: a
+  replan, a vacuum due. Each load first reserves its peak (:meth:`Supervisor._load_budget`),
+  releasing the idle longest or waiting, out of its poll slot, while the budget cannot take
+  it; the listing sets the table's version gauge (a commit's, or on the first poll the
+  table's) before the load, the footprint and the plan.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ from rlcd.compaction.lease import Busy, LeaseHold, hold_lease, owner
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.rewrite import GROWN_ROW_GROUP_BYTES, HANDOFF_BYTES
 from rlcd.compaction.summary import bin_lines, run_summary
-from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, releases
+from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, load_peak, releases
 from rlcd.daemon._watch import TableWatch
 from rlcd.daemon.config import (
     MIN_VACUUM_RETAIN_S,
@@ -253,6 +254,18 @@ def _plan(
     times = snapshot.adds["modification_time"]
     youngest = pc.min(times.filter(pc.greater_equal(times, before))).as_py()
     return Backlog.of(bins), (youngest + age_ms if youngest is not None else None)
+
+
+@asynccontextmanager
+async def _outside(slots: anyio.CapacityLimiter) -> AsyncIterator[None]:
+    """The current task's slot in ``slots`` left to others for a while; taken back after, even
+    when cancelled (shielded), since the caller's ``async with`` gives it back."""
+    slots.release()
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await slots.acquire()
 
 
 def _footprint(snapshot: Snapshot, now_ms: int) -> tuple[int, int, int | None]:
@@ -614,7 +627,7 @@ class Supervisor:
                 poll = await t.watch.poll(
                     load=self._needs_snapshot(t),
                     seen=lambda version: self.metrics.set_version(t.name, version),
-                    gate=lambda: self._load_budget(t),
+                    gate=lambda: self._load_budget(t, limiter),
                 )
                 now_ms = self._wall_ms()
                 if poll.snapshot is None:  # released while idle, and the table did not move
@@ -656,7 +669,11 @@ class Supervisor:
         """Whether the table's next poll needs its snapshot though the log did not move: to
         plan it again (a file came of age, a quarantine ended) or to vacuum it."""
         replan = t.replan_at_ms is not None and self._wall_ms() >= t.replan_at_ms
-        return replan or (t.policy.vacuum and t.vacuum_at <= self._clock())
+        return replan or self._vacuum_owed(t)
+
+    def _vacuum_owed(self, t: _Table) -> bool:
+        """Whether the table's ``vacuum_interval`` passed (its vacuum starts after the polls)."""
+        return t.policy.vacuum and t.vacuum_at <= self._clock()
 
     def _hold_snapshots(self) -> None:
         """Release the snapshots :func:`~rlcd.daemon._snapshots.releases` picks, and report
@@ -689,18 +706,14 @@ class Supervisor:
             self.metrics.set_snapshot_bytes(t.name, 0)
 
     @asynccontextmanager
-    async def _load_budget(self, t: _Table) -> AsyncIterator[None]:
-        """Around a load of ``t``: reserve its expected bytes once
+    async def _load_budget(self, t: _Table, polls: anyio.CapacityLimiter) -> AsyncIterator[None]:
+        """Around a load of ``t``: reserve its peak once
         :func:`~rlcd.daemon._snapshots.admit` lets it start (releasing what it picks first);
-        until then wait, woken by every load, poll, run or vacuum that ends."""
-        try:
-            while (admitted := self._admit(t)) is None:
-                if t.name not in self._waiting:  # a waiting poll makes no room: say so once
-                    self._waiting.add(t.name)
-                    self._free()
-                await self._freed.wait()
-        finally:
-            self._waiting.discard(t.name)
+        until then wait, woken by every load, poll, run or vacuum that ends, leaving the
+        poll's slot in ``polls`` to the others (their listings show their versions)."""
+        while (admitted := self._admit(t)) is None:  # again once the slot is back
+            async with _outside(polls):
+                await self._room_for(t)
         picked, want = admitted
         for name in picked:
             self._release_snapshot(self._tables[name], Release.BUDGET)
@@ -711,11 +724,22 @@ class Supervisor:
             del self._loading[t.name]
             self._free()
 
+    async def _room_for(self, t: _Table) -> None:
+        """Until :meth:`_admit` would let a load of ``t`` start."""
+        try:
+            while self._admit(t) is None:
+                if t.name not in self._waiting:  # a waiting poll makes no room: say so once
+                    self._waiting.add(t.name)
+                    self._free()
+                await self._freed.wait()
+        finally:
+            self._waiting.discard(t.name)
+
     def _admit(self, t: _Table) -> tuple[list[str], int] | None:
         """:func:`~rlcd.daemon._snapshots.admit` for a load of ``t`` now, and the bytes it
-        reserves (known better as other loads end). What may make room: the loads in flight,
-        and the other polls past their load (they pin a snapshot until their plan ends), not
-        those waiting too."""
+        reserves: the peak of what it is expected to hold (known better as other loads end).
+        What may make room: the loads in flight, and the other polls past their load (they pin
+        a snapshot until their plan ends), not those waiting too."""
         budget = self.settings.daemon.snapshot_memory
         others = (o.watch.footprint for o in self._tables.values() if o is not t)
         want = expected_bytes(t.watch.footprint, others, budget=budget)
@@ -731,7 +755,7 @@ class Supervisor:
             want=want,
             budget=budget,
         )
-        return None if picked is None else (picked, want)
+        return None if picked is None else (picked, load_peak(want))
 
     def _free(self) -> None:
         """Wake the loads waiting for the budget: a poll, run or vacuum ended (a load ended,
@@ -741,10 +765,11 @@ class Supervisor:
 
     def _pinned(self, t: _Table) -> bool:
         """Whether work on the table uses its snapshot: a poll, compaction or vacuum in flight,
-        one due (released, it would be loaded twice), or a checkpoint owed (a poll writes it
-        from the snapshot, and a released one is not loaded again until the table moves)."""
+        one due or owed (released, it would be loaded twice), or a checkpoint owed (a poll
+        writes it from the snapshot, and a released one is not loaded again until the table
+        moves)."""
         busy = t.name in self._running or t.name in self._vacuuming or t.name in self._polling
-        if busy or self._schedule.state(t.name).due is not None:
+        if busy or self._schedule.state(t.name).due is not None or self._vacuum_owed(t):
             return True
         snapshot, newest = t.watch.snapshot, t.watch.checkpoint
         if snapshot is None:
@@ -942,19 +967,17 @@ class Supervisor:
         poll), unless it is being compacted (then at the loop's next step after the run)."""
         if self._stopping or self._work is None:
             return
-        now = self._clock()
         for t in list(self._tables.values()):
             snapshot = t.watch.snapshot  # None until a poll read the table
             if (
-                not t.policy.vacuum
+                not self._vacuum_owed(t)
                 or t.removed
                 or snapshot is None
-                or t.vacuum_at > now
                 or t.name in self._running
                 or t.name in self._vacuuming
             ):
                 continue
-            t.vacuum_at = now + t.policy.vacuum_interval_s
+            t.vacuum_at = self._clock() + t.policy.vacuum_interval_s
             self._vacuuming.add(t.name)
             self._work.start_soon(self._vacuum, t, snapshot)
 

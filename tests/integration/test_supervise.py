@@ -25,7 +25,8 @@ from structlog.testing import capture_logs
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.lease import LeaseHold, take_lease
 from rlcd.compaction.policy import CompactionPolicy
-from rlcd.daemon import _watch
+from rlcd.daemon import _watch, supervise
+from rlcd.daemon._snapshots import load_peak
 from rlcd.daemon.config import parse_settings
 from rlcd.daemon.metrics import QuarantinedFile
 from rlcd.daemon.supervise import Limits, Supervisor, TableStatus
@@ -613,17 +614,18 @@ prefix = "tables"
 min_small_files = {small}
 min_interval = "0s"
 min_file_age = "0s"
-vacuum = false
+vacuum = {vacuum}
 """
 
 
 class _Loads:
     """Counts the watch's loads from a checkpoint, and at each one's start what the held
-    snapshots, the loads in flight and this one make together (each load ``size`` bytes)."""
+    snapshots, the loads in flight and this one make together (each load ``size`` bytes when
+    done, twice that at its peak)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, size: int) -> None:
         self.size = size
-        self.in_flight = self.most_in_flight = 0
+        self.count = self.in_flight = self.most_in_flight = 0
         self.peak = 0
         self.at_start: list[Callable[[], None]] = []
         self.supervisor: Supervisor | None = None
@@ -632,9 +634,10 @@ class _Loads:
         async def load(store: LocalStore) -> Snapshot:
             assert self.supervisor is not None
             held = sum(s.snapshot_bytes for s in self.supervisor.status())
+            self.count += 1
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
-            self.peak = max(self.peak, held + self.in_flight * self.size)
+            self.peak = max(self.peak, held + self.in_flight * load_peak(self.size))
             for check in self.at_start:
                 check()
             try:
@@ -657,8 +660,10 @@ async def _alike(root: Path, count: int, commits: int) -> tuple[list[str], int]:
     return [str(TableUri.parse(str(root / "tables" / f"t{n}"))) for n in range(count)], size
 
 
-def _supervisor(root: Path, loads: _Loads, *, budget: int, small: int) -> Supervisor:
-    config = LOADS.format(budget=budget, small=small)
+def _supervisor(
+    root: Path, loads: _Loads, *, budget: int, small: int, vacuum: bool = False
+) -> Supervisor:
+    config = LOADS.format(budget=budget, small=small, vacuum=str(vacuum).lower())
     settings = parse_settings(config, source="test.toml", base_dir=str(root))
     loads.supervisor = Supervisor(
         settings, store_for=lambda uri: LocalStore(uri.prefix), limits=Limits.of(settings)
@@ -669,11 +674,12 @@ def _supervisor(root: Path, loads: _Loads, *, budget: int, small: int) -> Superv
 async def test_the_first_pass_loads_within_the_snapshot_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Six tables whose snapshots are 2.5 times the budget together: the first pass never
-    holds and loads more than the budget at once (it held all six before the step's releases),
-    releases the idle longest for the next loads, and still sees every table."""
+    """Six tables whose snapshots are 1.7 times the budget together: the first pass never
+    holds and loads (at their peak) more than the budget at once (it held all six before the
+    step's releases), releases the idle longest for the next loads, and still sees every
+    table."""
     uris, size = await _alike(tmp_path, 6, 2)
-    budget = size * 5 // 2
+    budget = size * 7 // 2
     loads = _Loads(monkeypatch, size)
     supervisor = _supervisor(tmp_path, loads, budget=budget, small=1000)
     with capture_logs() as logs:
@@ -684,6 +690,42 @@ async def test_the_first_pass_loads_within_the_snapshot_budget(
     assert sum(s.snapshot_bytes for s in status) == 2 * size
     released = [e for e in logs if e["event"] == "snapshot_released"]
     assert len(released) == 4 and {e["reason"] for e in released} == {"budget"}
+
+
+async def test_the_first_pass_shows_every_version_before_the_loads_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four tables, two polls at once, each snapshot over the budget (one load at a time): a
+    poll waiting for the budget leaves its slot to the others, and each lists its version
+    before its load, so the first load, held until every version is in the gauge, ends (it
+    waited forever when waiting polls kept their slots); the status has every version then."""
+    monkeypatch.setattr(supervise, "_POLLS_AT_ONCE", 2)
+    uris, size = await _alike(tmp_path, 4, 2)
+    loads = _Loads(monkeypatch, size)
+    supervisor = _supervisor(tmp_path, loads, budget=size // 2, small=1000)
+    gauge, set_version = (
+        supervisor.metrics.registry.get_sample_value,
+        supervisor.metrics.set_version,
+    )
+    counted, listed = _watch.load_snapshot, anyio.Event()
+    at_load: list[list[int | None]] = []
+
+    def versions_seen(table: str, version: int) -> None:
+        set_version(table, version)
+        if None not in (gauge("rlcd_table_version", {"table": u}) for u in uris):
+            listed.set()
+
+    async def once_all_listed(store: LocalStore) -> Snapshot:
+        with anyio.fail_after(10):
+            await listed.wait()
+        at_load.append([s.version for s in supervisor.status()])
+        return await counted(store)
+
+    monkeypatch.setattr(supervisor.metrics, "set_version", versions_seen)
+    monkeypatch.setattr(_watch, "load_snapshot", once_all_listed)
+    await supervisor.run(once=True)
+    assert loads.count == 4 and loads.most_in_flight == 1
+    assert at_load == [[1] * 4] * 4
 
 
 async def test_a_table_bigger_than_the_budget_loads_alone_and_is_noticed_before(
@@ -725,4 +767,23 @@ async def test_a_due_table_keeps_its_snapshot_until_its_run_ends(
     assert [live_files(tmp_path / "tables" / f"t{n}") for n in range(2)] == [1, 1]
 
 
+async def test_a_table_due_for_vacuum_keeps_its_snapshot_until_its_vacuum_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each snapshot alone exceeds the budget and every table is due for vacuum (its first
+    poll): the next table's load releases none whose vacuum has not started (it would be
+    skipped, then loaded again). Each table is loaded once and vacuumed in the pass, and its
+    snapshot released after."""
+    uris, size = await _alike(tmp_path, 3, 2)
+    loads = _Loads(monkeypatch, size)
+    supervisor = _supervisor(tmp_path, loads, budget=size // 2, small=1000, vacuum=True)
+    with capture_logs() as logs:
+        await supervisor.run(once=True)
+    events = [(e["event"], e["table"]) for e in logs if e["event"] in _VACUUM_AND_RELEASE]
+    for uri in uris:
+        assert events.index(("vacuum_done", uri)) < events.index(("snapshot_released", uri))
+    assert loads.count == 3
+
+
 _RUN_AND_RELEASE = ("compaction_finished", "snapshot_released")
+_VACUUM_AND_RELEASE = ("vacuum_done", "snapshot_released")

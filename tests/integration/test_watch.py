@@ -1,9 +1,12 @@
-"""The daemon's log tail, metered: an idle poll is one LIST, new commits are replayed by key,
+"""The daemon's log tail, metered: the first poll knows the version before its load, an idle
+poll is one LIST, new commits are replayed by key,
 a table far past the held snapshot is reloaded from its newer checkpoint, and a released
 snapshot is loaded again when the table moves, planning as before."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import deltalake
@@ -36,6 +39,38 @@ async def test_idle_poll_is_one_list(tmp_path: Path) -> None:
             idle = await watch.poll()
             assert dict(store.requests) == {"list": 1}
             assert not idle.changed and idle.snapshot is first.snapshot
+
+
+async def test_the_first_poll_tells_the_version_before_its_load(tmp_path: Path) -> None:
+    """The first poll lists the log from the newest checkpoint: ``seen`` and ``version`` have
+    the table's version when the load's gate is entered: the newest commit after the
+    checkpoint, or the checkpoint's own version when no commit is left."""
+    for i in range(3):
+        append(tmp_path, batch(i * 10, 10))
+    deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
+    append(tmp_path, batch(30, 10))
+    (tmp_path / "_delta_log" / f"{2:020d}.json").unlink()  # its checkpoint stands for it
+    assert await _first_poll(tmp_path) == ([([3], 3)], 3, 2)
+    (tmp_path / "_delta_log" / f"{3:020d}.json").unlink()
+    assert await _first_poll(tmp_path) == ([([2], 2)], 2, 2)
+
+
+async def _first_poll(root: Path) -> tuple[list[tuple[list[int], int | None]], int, int | None]:
+    """What ``seen`` and ``version`` had at the first poll's gate, the version it loaded and
+    the newest checkpoint it knows."""
+    at_gate: list[tuple[list[int], int | None]] = []
+    seen: list[int] = []
+    async with LocalStore(root) as store:
+        watch = TableWatch(store)
+
+        @asynccontextmanager
+        async def gate() -> AsyncIterator[None]:
+            at_gate.append((list(seen), watch.version))
+            yield
+
+        poll = await watch.poll(seen=seen.append, gate=gate)
+    assert poll.snapshot is not None
+    return at_gate, poll.snapshot.version, watch.checkpoint
 
 
 async def test_new_commits_are_replayed_onto_the_held_snapshot(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
 """Which held snapshots the daemon releases: the idle ones, then the idle longest while over
-the budget; never a pinned one. When a load may start: when it fits beside what is held and
-loading once the idle longest are released, or when nothing else may make room."""
+the budget; never a pinned one. When a load may start: when its peak fits beside what is held
+and loading once the idle longest are released, or when nothing else may make room."""
 
 from __future__ import annotations
 
-from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, releases
+from rlcd.daemon._snapshots import Held, Release, admit, expected_bytes, load_peak, releases
 
 MIB = 2**20
 
@@ -63,15 +63,29 @@ def test_a_zero_budget_releases_every_unpinned_table() -> None:
 
 
 def test_a_load_that_fits_starts_releasing_nothing() -> None:
+    """Held 10 + loading 20 + the peak of 30 wanted (60) fit 90 MiB."""
     held = [Held("a", 10 * MIB, 5.0)]
-    assert admit(held, loading=20 * MIB, pending=1, want=30 * MIB, budget=60 * MIB) == []
+    assert admit(held, loading=20 * MIB, pending=1, want=30 * MIB, budget=90 * MIB) == []
+
+
+def test_a_load_reserves_its_peak_not_only_what_it_will_hold() -> None:
+    """A load peaks at twice the snapshot it ends with: 30 wanted beside 10 pinned fits a 60
+    MiB budget once loaded, but not while it loads, so it waits for what is pending (with
+    nothing pending it starts); 25 wanted fits at its peak. Unpinned, the 10 held make room."""
+    pinned = [Held("a", 10 * MIB, 5.0, pinned=True)]
+    assert load_peak(30 * MIB) == 60 * MIB
+    assert admit(pinned, loading=0, pending=1, want=30 * MIB, budget=60 * MIB) is None
+    assert admit(pinned, loading=0, pending=0, want=30 * MIB, budget=60 * MIB) == []
+    assert admit(pinned, loading=0, pending=1, want=25 * MIB, budget=60 * MIB) == []
+    held = [Held("a", 10 * MIB, 5.0)]
+    assert admit(held, loading=0, pending=1, want=30 * MIB, budget=60 * MIB) == ["a"]
 
 
 def test_a_load_releases_the_idle_longest_until_it_fits() -> None:
-    """Held 50 + loading 20 + 30 wanted over an 80 MiB budget: old (idle longest) then mid
-    go; new, the most recently active, stays though it is the biggest."""
+    """Held 50 + loading 20 + the peak of 15 wanted (30) over an 80 MiB budget: old (idle
+    longest) then mid go; new, the most recently active, stays though it is the biggest."""
     held = [Held("new", 30 * MIB, 1.0), Held("old", 10 * MIB, 90.0), Held("mid", 10 * MIB, 9.0)]
-    assert admit(held, loading=20 * MIB, pending=1, want=30 * MIB, budget=80 * MIB) == [
+    assert admit(held, loading=20 * MIB, pending=1, want=15 * MIB, budget=80 * MIB) == [
         "old",
         "mid",
     ]
