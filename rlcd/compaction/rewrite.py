@@ -1037,12 +1037,15 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
     big = [i for i, add in enumerate(adds) if add.size >= least]
     try:
         spans = dict(zip(big, await _footers(store, found, adds, big), strict=True))
-        big_spans, big_adds = [spans[i] for i in big], [adds[i] for i in big]
-        _, plan, _, _ = await anyio.to_thread.run_sync(_choose, bin_, settings, big_adds, big_spans)
-        if not _copies(plan):
-            return None
         small = [i for i in range(len(adds)) if i not in spans]
-        spans.update(zip(small, await _footers(store, found, adds, small), strict=True))
+        if small:  # else the big ones' plan is the whole plan: planned once, below
+            big_spans, big_adds = [spans[i] for i in big], [adds[i] for i in big]
+            _, plan, _, _ = await anyio.to_thread.run_sync(
+                _choose, bin_, settings, big_adds, big_spans
+            )
+            if not _copies(plan):
+                return None
+            spans.update(zip(small, await _footers(store, found, adds, small), strict=True))
         every = [spans[i] for i in range(len(adds))]
         return await anyio.to_thread.run_sync(_plan, bin_, settings, found, every)
     except (ValueError, NotFoundError, pa.ArrowException, OSError) as exc:
