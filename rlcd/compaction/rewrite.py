@@ -106,6 +106,7 @@ __all__ = (
     "RewrittenBin",
     "CopySummary",
     "plan_bin_copy",
+    "plan_bin_copies",
     "may_copy",
     "parquet_writer",
     "handoff_bytes",
@@ -1084,6 +1085,28 @@ async def plan_bin_copy(
     return CopySummary(
         len(copied), sum(c.size for c in copied), len(others), sum(c.size for c in others)
     )
+
+
+async def plan_bin_copies(
+    store: ObjectStore, bins: Sequence[Bin], settings: RewriteSettings, *, concurrency: int
+) -> list[CopySummary | None]:
+    """:func:`plan_bin_copy` of each of ``bins``, in order, by ``concurrency`` workers taking
+    the next bin as they finish one: memory and requests in flight are bounded by design
+    (a bin holds its footers only while it plans), whatever the number of bins."""
+    copies: list[CopySummary | None] = [None] * len(bins)
+    todo = iter(enumerate(bins))
+
+    async def worker() -> None:
+        for i, b in todo:  # one iterator shared by the workers: each bin is taken once
+            copies[i] = await plan_bin_copy(store, b, settings)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(concurrency, len(bins))):
+                tg.start_soon(worker)
+    except BaseExceptionGroup as group:  # a store's failure, as itself
+        raise primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
+    return copies
 
 
 class _Steps:
