@@ -51,6 +51,11 @@ if TYPE_CHECKING:  # annotations only: `rlcd --help` must not import the compact
 
 __all__ = ("main", "run")
 
+_COPY_PLANS = 100
+"""The bins whose copy plans ``compact --dry-run`` reads by default: a sample costing about a
+second or less, so a dry run of a million files comes back in about its plan's time (reading
+every bin's footers takes minutes; docs/performance.md)."""
+
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _REPORTED_EVENTS = frozenset(
     {
@@ -243,6 +248,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="the least compressed bytes a row group needs to be copied, in the units of "
         "--target-size (default 4MiB); smaller ones are re-encoded into full ones",
+    )
+    compact.add_argument(
+        "--copy-plans",
+        type=_copy_plans,
+        default=_COPY_PLANS,
+        metavar="N|all",
+        help="--dry-run: read the footers of the first N bins that may copy row groups, in plan "
+        f"order, to show what each copies (default {_COPY_PLANS}; all: every bin, which at a "
+        "million files reads most of their footers and takes minutes)",
     )
     _add_s3_options(compact)
 
@@ -588,6 +602,19 @@ class _Run:
         )
 
 
+def _copy_plans(text: str) -> int | None:
+    """``--copy-plans``: a count of bins, or ``all`` (None)."""
+    if text == "all":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of bins or 'all'")
+    return n
+
+
 async def _compact(args: argparse.Namespace, run: _Run) -> int:
     from rlcd.cli.progress import BinProgress
     from rlcd.compaction.compact import compact_table
@@ -646,6 +673,7 @@ async def _compact(args: argparse.Namespace, run: _Run) -> int:
             on_bin_done=progress.advance,
             orphan_grace_s=grace_s,
             min_file_age_ms=min_age_ms,
+            copy_plans=args.copy_plans,
         )
     return _compacted(args, run.report)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from rlcd.compaction.words import count, partition_text, unfinished_write
@@ -9,6 +10,7 @@ from rlcd.compaction.words import count, partition_text, unfinished_write
 if TYPE_CHECKING:  # for annotations only: `rlcd --help` must not import the compaction stack
     from rlcd.compaction.cleanup import CleanupReport
     from rlcd.compaction.compact import CompactionReport
+    from rlcd.compaction.rewrite import CopySummary
     from rlcd.operations.verify import VerifyReport
 
 __all__ = (
@@ -67,25 +69,41 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
         f"{count(files, 'file')}, {human_bytes(size)} -> {count(len(bins), 'output')}\n"
     )
     print_cleanup(report.cleanup, out)
-    columns = partition_columns(report)
     copies = report.copies or (None,) * len(bins)
+    if report.copy_plans_read:
+        read = [c for c in copies if c is not None]
+        out.write(
+            f"  copy plans read for {count(report.copy_plans_read, 'bin')}; "
+            f"in all, {_copy_text(read)}\n"
+        )
+    columns = partition_columns(report)
     for b, copy in zip(bins, copies, strict=True):
         purge = "  (purges deletion vectors)" if b.purges_dvs else ""
         copied = ""
         if copy is not None:
-            copied = (
-                f"; copies {count(copy.copied_row_groups, 'row group')} "
-                f"({human_bytes(copy.copied_bytes)}), re-encodes "
-                f"{count(copy.reencoded_row_groups, 'row group')} "
-                f"({human_bytes(copy.reencoded_bytes)})"
-            )
+            copied = f"; {_copy_text([copy])}"
         out.write(
             f"  bin {b.bin_id}  {partition_text(b.partition_values, columns)}: "
             f"{count(b.num_sources, 'file')}, {human_bytes(b.source_bytes)} "
             f"-> 1 file ({human_bytes(b.estimated_bytes)} of live rows){purge}{copied}\n"
         )
+    if report.copy_plans_unread:
+        out.write(
+            f"  copy plans not read for the other {count(report.copy_plans_unread, 'bin')} "
+            "that may copy row groups (shown without what they copy): "
+            "--copy-plans all reads every one\n"
+        )
     if not bins:
         out.write("  nothing to compact\n")
+
+
+def _copy_text(copies: Sequence[CopySummary]) -> str:
+    """What copy plans copy and re-encode, summed."""
+    copied = count(sum(c.copied_row_groups for c in copies), "row group")
+    reencoded = count(sum(c.reencoded_row_groups for c in copies), "row group")
+    copied_bytes = human_bytes(sum(c.copied_bytes for c in copies))
+    reencoded_bytes = human_bytes(sum(c.reencoded_bytes for c in copies))
+    return f"copies {copied} ({copied_bytes}), re-encodes {reencoded} ({reencoded_bytes})"
 
 
 def print_compaction(report: CompactionReport, out: TextIO) -> None:

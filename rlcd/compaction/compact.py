@@ -36,7 +36,7 @@ from rlcd.compaction.rewrite import (
     RewrittenBin,
     handoff_bytes,
     may_copy,
-    plan_bin_copy,
+    plan_bin_copies,
     rewrite_bin,
 )
 from rlcd.compaction.source import ReadOptions
@@ -148,7 +148,12 @@ class CompactionReport:
     commit_attempts: int = 0
     """Commit puts tried (put-if-absent), the losing ones included."""
     copies: tuple[CopySummary | None, ...] = ()
-    """A dry run's copy plan of each planned bin (None: it copies nothing)."""
+    """A dry run's copy plan of each planned bin (None: it copies nothing, or its plan was
+    not read)."""
+    copy_plans_read: int = 0
+    """A dry run's bins that may copy a row group whose copy plan was read (the first ones)."""
+    copy_plans_unread: int = 0
+    """A dry run's bins that may copy a row group whose copy plan was not read (the budget)."""
     checkpoint: CheckpointWritten | None = None
     """The checkpoint written after the commit (its version a multiple of the interval)."""
 
@@ -257,6 +262,7 @@ async def compact_table(
     min_file_age_ms: int = 0,
     exclude: Collection[tuple[str, str | None]] = frozenset(),
     orphan_grace_s: float | None = None,
+    copy_plans: int | None = None,
 ) -> CompactionReport:
     """Compact one table once.
 
@@ -277,6 +283,10 @@ async def compact_table(
     With ``orphan_grace_s``, rlcd's own leftovers older than that are removed first (only
     listed in a dry run), see :mod:`rlcd.compaction.cleanup`: ``rlcd compact`` asks for it; a
     daemon calls :func:`~rlcd.compaction.cleanup.clean_table` on its own schedule instead.
+
+    A dry run reads the copy plans (the sources' footers) of the first ``copy_plans`` bins that
+    may copy a row group, in plan order (None: of all), ``bin_concurrency`` bins at a time: at a
+    million files reading every footer takes far longer than the plan.
 
     Raises:
         UnsupportedFeatureError: the table has a feature rlcd cannot write safely, or writers
@@ -314,20 +324,16 @@ async def compact_table(
     if not bins:
         return report
     settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
-    if dry_run:
-        # a task per bin that may copy only: a bin of small files has no copy to plan
-        copies = await gather(
-            *(plan_bin_copy(store, b, settings) if may_copy(b, settings) else None for b in bins)
-        )
-        return replace(report, copies=tuple(copies))
-    if on_plan is not None:
-        on_plan(bins)
-    done: list[RewrittenBin] = []
-    failed: list[BinFailure] = []
     if limiter is not None:
         concurrency = int(limiter.total_tokens)
     else:
         concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
+    if dry_run:
+        return await _with_copy_plans(store, report, settings, copy_plans, concurrency)
+    if on_plan is not None:
+        on_plan(bins)
+    done: list[RewrittenBin] = []
+    failed: list[BinFailure] = []
     slots = limiter or anyio.CapacityLimiter(concurrency)
     split = len(bins) < concurrency
     room = handoff_bytes(concurrency, len(bins))
@@ -399,6 +405,30 @@ async def compact_table(
         bin_results=outcome.results,
         commit_attempts=outcome.attempts,
         checkpoint=outcome.checkpoint,
+    )
+
+
+async def _with_copy_plans(
+    store: ObjectStore,
+    report: CompactionReport,
+    settings: RewriteSettings,
+    budget: int | None,
+    concurrency: int,
+) -> CompactionReport:
+    """The dry run's report with the copy plans of the first ``budget`` bins that may copy
+    (None: all); a bin of small files has none to read (:func:`may_copy`)."""
+    bins = report.planned
+    may = [i for i, b in enumerate(bins) if may_copy(b, settings)]
+    read = may if budget is None else may[:budget]
+    plans = await plan_bin_copies(store, [bins[i] for i in read], settings, concurrency=concurrency)
+    copies: list[CopySummary | None] = [None] * len(bins)
+    for i, plan in zip(read, plans, strict=True):
+        copies[i] = plan
+    return replace(
+        report,
+        copies=tuple(copies),
+        copy_plans_read=len(read),
+        copy_plans_unread=len(may) - len(read),
     )
 
 

@@ -108,6 +108,7 @@ __all__ = (
     "RewrittenBin",
     "CopySummary",
     "plan_bin_copy",
+    "plan_bin_copies",
     "may_copy",
     "parquet_writer",
     "handoff_bytes",
@@ -1039,12 +1040,15 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
     big = [i for i, add in enumerate(adds) if add.size >= least]
     try:
         spans = dict(zip(big, await _footers(store, found, adds, big), strict=True))
-        big_spans, big_adds = [spans[i] for i in big], [adds[i] for i in big]
-        _, plan, _, _ = await anyio.to_thread.run_sync(_choose, bin_, settings, big_adds, big_spans)
-        if not _copies(plan):
-            return None
         small = [i for i in range(len(adds)) if i not in spans]
-        spans.update(zip(small, await _footers(store, found, adds, small), strict=True))
+        if small:  # else the big ones' plan is the whole plan: planned once, below
+            big_spans, big_adds = [spans[i] for i in big], [adds[i] for i in big]
+            _, plan, _, _ = await anyio.to_thread.run_sync(
+                _choose, bin_, settings, big_adds, big_spans
+            )
+            if not _copies(plan):
+                return None
+            spans.update(zip(small, await _footers(store, found, adds, small), strict=True))
         every = [spans[i] for i in range(len(adds))]
         return await anyio.to_thread.run_sync(_plan, bin_, settings, found, every)
     except (ValueError, NotFoundError, pa.ArrowException, OSError) as exc:
@@ -1083,6 +1087,28 @@ async def plan_bin_copy(
     return CopySummary(
         len(copied), sum(c.size for c in copied), len(others), sum(c.size for c in others)
     )
+
+
+async def plan_bin_copies(
+    store: ObjectStore, bins: Sequence[Bin], settings: RewriteSettings, *, concurrency: int
+) -> list[CopySummary | None]:
+    """:func:`plan_bin_copy` of each of ``bins``, in order, by ``concurrency`` workers taking
+    the next bin as they finish one: memory and requests in flight are bounded by design
+    (a bin holds its footers only while it plans), whatever the number of bins."""
+    copies: list[CopySummary | None] = [None] * len(bins)
+    todo = iter(enumerate(bins))
+
+    async def worker() -> None:
+        for i, b in todo:  # one iterator shared by the workers: each bin is taken once
+            copies[i] = await plan_bin_copy(store, b, settings)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(concurrency, len(bins))):
+                tg.start_soon(worker)
+    except BaseExceptionGroup as group:  # a store's failure, as itself
+        raise primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
+    return copies
 
 
 class _Steps:

@@ -314,6 +314,28 @@ def test_min_copy_row_group_sets_which_row_groups_are_copied(tmp_path: Path) -> 
     assert bad.returncode == 2 and "1KiB" in bad.stderr, bad.stderr
 
 
+def test_copy_plans_sets_how_many_bins_a_dry_run_reads_the_footers_of(tmp_path: Path) -> None:
+    """`--copy-plans 1` reads the first bin's footers only: the other bin prints no copy part
+    and a line says how to read it; `--copy-plans all` reads both; a bad count is refused."""
+    partitioned(tmp_path)
+    copy_all = ("--dry-run", "--min-copy-row-group", "100B")
+    one = rlcd("compact", str(tmp_path), *copy_all, "--copy-plans", "1")
+    assert one.returncode == 0, one.stderr
+    bins = [line for line in one.stdout.splitlines() if line.startswith("  bin ")]
+    assert len(bins) == 2 and "copies 4 row groups" in bins[0], one.stdout
+    assert "copies" not in bins[1], one.stdout
+    assert "  copy plans read for 1 bin; in all, copies 4 row groups (" in one.stdout
+    assert "not read for the other 1 bin that may copy" in one.stdout
+    assert "--copy-plans all reads every one" in one.stdout
+    every = rlcd("compact", str(tmp_path), *copy_all, "--copy-plans", "all")
+    assert every.returncode == 0, every.stderr
+    assert every.stdout.count("; copies 4 row groups") == 2, every.stdout
+    assert "copy plans read for 2 bins; in all, copies 8 row groups" in every.stdout
+    assert "not read" not in every.stdout
+    bad = rlcd("compact", str(tmp_path), *copy_all, "--copy-plans", "-1")
+    assert bad.returncode == 2 and "not a count of bins or 'all'" in bad.stderr, bad.stderr
+
+
 def test_partitions_read_in_the_tables_column_order(tmp_path: Path) -> None:
     """Files whose log entries list their partition values in different orders are printed
     alike, in the table's partition column order (region before day), in the plan and in the

@@ -329,6 +329,49 @@ async def test_a_dry_run_reads_a_small_files_footer_only_when_its_bin_copies(
     assert copy.reencoded_bytes == sum(spans)
 
 
+async def test_a_dry_run_reads_the_copy_plans_of_its_first_bins_a_few_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dry run with a budget of ``copy_plans`` plans the first bins that may copy, in plan
+    order (bins of small files cost nothing and are not counted), at most ``bin_concurrency``
+    at once; the others keep no copy plan, and the report counts both."""
+    for i in range(2):  # six partitions: two of small files, four of files that may copy
+        for p in range(6):
+            n = 20 if p < 2 else 3_000
+            start = i * 20_000 + p * 3_000
+            _write(tmp_path, batch(start, n, part=[f"p{p}"] * n), i, partition_by=["part"])
+    running, most = 0, 0
+    original = rewrite.plan_bin_copy
+
+    async def counting(*args: Any) -> Any:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            return await original(*args)
+        finally:
+            running -= 1
+
+    monkeypatch.setattr(rewrite, "plan_bin_copy", counting)
+    policy = CompactionPolicy(min_copy_row_group=3_000)
+    async with open_store(str(tmp_path)) as store:
+        every = await compact_table(store, policy, dry_run=True, bin_concurrency=2)
+        assert most == 2
+        some = await compact_table(store, policy, dry_run=True, copy_plans=3)
+    ids = [b.bin_id for b in every.planned]
+    assert len(ids) == 6 and [b.bin_id for b in some.planned] == ids
+    may = [c is not None for c in every.copies]
+    assert sum(may) == 4 and (every.copy_plans_read, every.copy_plans_unread) == (4, 0)
+    first = [i for i, m in enumerate(may) if m][:3]
+    assert [i for i, c in enumerate(some.copies) if c is not None] == first
+    assert [some.copies[i] for i in first] == [every.copies[i] for i in first]
+    assert (some.copy_plans_read, some.copy_plans_unread) == (3, 1)
+    out = io.StringIO()
+    print_plan(some, out)
+    assert out.getvalue().count("; copies ") == 3
+    assert "copy plans not read for the other 1 bin that may copy row groups" in out.getvalue()
+
+
 @pytest.mark.parametrize("fault", [Fault.INTERNAL, Fault.IGNORE_RANGE])
 async def test_an_output_that_cannot_be_read_back_fails_its_bin_closed(
     tmp_path: Path, s3_bucket: str, moto_endpoint: str, fault: Fault
