@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from rlcd.delta._checkpoint import checkpoint_actions
 from rlcd.delta._columnar import (
+    BatchIndex,
     FileActions,
     add_files,
     checkpoint_file_actions,
@@ -460,6 +461,18 @@ def test_take_rows_keeps_the_order_asked_across_chunks() -> None:
     assert take_rows(table, []).num_rows == 0
     with pytest.raises(IndexError):
         take_rows(table, [10])
+
+
+def test_a_batch_index_takes_from_the_batch_each_row_is_in() -> None:
+    """Rows in ascending order (a bin's) and in any order come from the right batches, empty
+    batches among them; one index serves many takes."""
+    parts = [
+        pa.record_batch({"n": pa.array(range(a, b), pa.int64())})
+        for a, b in ((0, 3), (3, 3), (3, 7), (7, 10))
+    ]
+    index = BatchIndex(pa.Table.from_batches(parts))
+    for rows in ([0, 2, 3, 6, 7, 9], [3], [9, 3, 3, 0], list(range(10))):
+        assert index.take(rows).column("n").to_pylist() == rows
 
 
 def _rarely(rare: st.SearchStrategy[Any], usual: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
