@@ -69,7 +69,7 @@ import hashlib
 import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain, islice
+from itertools import accumulate, islice
 from typing import Final, NamedTuple
 
 import pyarrow as pa
@@ -350,10 +350,10 @@ def plan_bins(
         rows = rows.filter(partitions.mask([matches(v, path) for v, path in partitions.first]))
         partitions = _Partitions(adds, rows)
     found = _Candidates(snapshot, rows, partitions, policy)
-    packed = found.packed(policy)
-    packed.sort(key=lambda group: group.members[0])  # candidates are in log order
+    packing = found.packed(policy)
+    packed = sorted(packing.groups, key=lambda group: group.first)  # candidates: in log order
     chosen = packed if policy.max_bins is None else packed[: policy.max_bins]
-    return found.bins(snapshot, chosen, partitions)
+    return found.bins(snapshot, packing, chosen, partitions)
 
 
 def _rows_of(snapshot: Snapshot, keys: Collection[tuple[str, str | None]]) -> pa.Array:
@@ -364,6 +364,12 @@ def _rows_of(snapshot: Snapshot, keys: Collection[tuple[str, str | None]]) -> pa
     rows = named.to_pylist()
     hit = [row for row, add in zip(rows, snapshot.files_at(rows), strict=True) if add.key in keys]
     return pa.array(hit, named.type)
+
+
+def _at(column: pa.ChunkedArray, rows: pa.Array) -> pa.ChunkedArray:
+    """``column`` at ``rows`` (ascending, each once): the column itself when they are all its
+    rows (the usual plan: no clustered, young or excluded file), not a copy of it."""
+    return column if len(rows) == len(column) else column.take(rows)
 
 
 _ENTRIES = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
@@ -380,11 +386,13 @@ class _Partitions:
     """
 
     def __init__(self, adds: pa.Table, rows: pa.Array) -> None:
-        values = adds["partition_values"].take(rows)
+        values = _at(adds["partition_values"], rows)
         text = _spelled(values.cast(_ENTRIES)).combine_chunks()
         encoded = pc.dictionary_encode(text)
         self.groups: pa.Array = encoded.indices
-        firsts = pc.index_in(encoded.dictionary, value_set=text)
+        # each spelling's first row: found among the rows' codes, not their strings again
+        spellings = pa.array(range(len(encoded.dictionary)), self.groups.type)
+        firsts = pc.index_in(spellings, value_set=self.groups)
         self.first: list[tuple[dict[str, str | None], str]] = [
             (dict(values[i].as_py() or []), adds["path"][rows[i].as_py()].as_py())
             for i in firsts.to_pylist()
@@ -447,9 +455,9 @@ class _Candidates:
         policy: CompactionPolicy,
     ) -> None:
         adds = snapshot.adds
-        size = adds["size"].take(rows).combine_chunks()
-        dv = adds["deletion_vector"].take(rows).combine_chunks()
-        deleted = pc.coalesce(pc.struct_field(dv, "cardinality"), 0)
+        size = _at(adds["size"], rows).combine_chunks()
+        cardinality = pc.struct_field(adds["deletion_vector"], "cardinality")
+        deleted = pc.coalesce(_at(cardinality, rows), 0).combine_chunks()
         # the first cut: a null size (never a sane log) is never a candidate, as before
         maybe = pc.or_(pc.less(size, policy.small_file_threshold), pc.greater(deleted, 0))
         cut = pc.indices_nonzero(pc.fill_null(maybe, False))
@@ -490,46 +498,52 @@ class _Candidates:
         key_index = {key: i for i, key in enumerate(dict.fromkeys(partitions.keys))}
         self.key = pa.array([key_index[k] for k in partitions.keys], pa.int64()).take(self.spelling)
 
-    def packed(self, policy: CompactionPolicy) -> list[_Group]:
+    def packed(self, policy: CompactionPolicy) -> _Packing:
         """Each partition's kept bins (module header), unordered. A partition whose candidates
         but the settled ones make no bin by themselves plans nothing; without settled
         candidates those are the kept bins themselves."""
-        everything = pa.array(range(len(self.key)), pa.int64())
-        groups = self._next_fit(everything, policy)
+        packing = self._next_fit(None, policy)
         if not pc.any(self.settled).as_py():
-            return groups
+            return packing
         unsettled = self._next_fit(pc.indices_nonzero(pc.invert(self.settled)), policy)
-        planning = {g.key for g in unsettled}
-        return [g for g in groups if g.key in planning]
+        planning = {g.key for g in unsettled.groups}
+        return _Packing(packing.arranged, [g for g in packing.groups if g.key in planning])
 
-    def _next_fit(self, subset: pa.Array, policy: CompactionPolicy) -> list[_Group]:
-        """The kept bins of next-fit over the candidates ``subset`` (ascending indices), each
-        partition apart in log order. A candidate heavier than ``T - M`` is a bin of its own
-        and out of the sequence; in the sequence a bin from candidate ``s`` takes every next
-        one while the sum fits ``T``: one bisection of the prefix sums (weights are >= 0)."""
+    def _next_fit(self, subset: pa.Array | None, policy: CompactionPolicy) -> _Packing:
+        """The kept bins of next-fit over the candidates ``subset`` (ascending indices; None:
+        all), each partition apart in log order. A candidate heavier than ``T - M`` is a bin of
+        its own and out of the sequence; in the sequence a bin from candidate ``s`` takes every
+        next one while the sum fits ``T``: one bisection of the prefix sums (weights are >= 0).
+        A bin is a range of the candidates arranged (no list of its members)."""
         target = policy.target_file_size
-        order = subset.take(pc.sort_indices(self.key.take(subset)))  # stable: log order kept
+        if subset is None:
+            order = pc.sort_indices(self.key).cast(pa.int64())  # stable: log order kept
+        else:
+            order = subset.take(pc.sort_indices(self.key.take(subset)))
         solo = pc.greater(self.weight.take(order), target - policy.small_file_threshold)
         alone = order.filter(solo)
+        sequence = order.filter(pc.invert(solo))
+        arranged = pa.concat_arrays([alone, sequence])
         groups = [
-            _Group(k, [i], w, p)
-            for i, k, w, p in zip(
-                alone.to_pylist(),
-                self.key.take(alone).to_pylist(),
-                self.weight.take(alone).to_pylist(),
-                self.purge.take(alone).to_pylist(),
-                strict=True,
+            _Group(k, i, j, j + 1, w, p)
+            for j, (i, k, w, p) in enumerate(
+                zip(
+                    alone.to_pylist(),
+                    self.key.take(alone).to_pylist(),
+                    self.weight.take(alone).to_pylist(),
+                    self.purge.take(alone).to_pylist(),
+                    strict=True,
+                )
             )
             if p  # a lone candidate is kept only to purge its DV
         ]
-        sequence = order.filter(pc.invert(solo))
         if not len(sequence):
-            return groups
+            return _Packing(arranged, groups)
         runs = pc.run_end_encode(self.key.take(sequence))
         ends, keys = runs.run_ends.to_pylist(), runs.values.to_pylist()
         cum = [0, *pc.cumulative_sum_checked(self.weight.take(sequence)).to_pylist()]
         purging = pc.indices_nonzero(self.purge.take(sequence)).to_pylist()
-        members = sequence.to_pylist()
+        kept: list[tuple[int, int, int, int, bool]] = []
         start = 0
         for key, end in zip(keys, ends, strict=True):
             s = start
@@ -537,21 +551,40 @@ class _Candidates:
                 e = bisect_right(cum, cum[s] + target, s + 1, end + 1) - 1
                 purges = bisect_left(purging, s) < bisect_left(purging, e)
                 if e - s >= 2 or purges:
-                    groups.append(_Group(key, members[s:e], cum[e] - cum[s], purges))
+                    kept.append((key, s, e, cum[e] - cum[s], purges))
                 s = e
             start = end
-        return groups
+        firsts = sequence.take(pa.array([s for _, s, _, _, _ in kept], pa.int64())).to_pylist()
+        shift = len(alone)
+        groups += [
+            _Group(key, first, s + shift, e + shift, weight, purges)
+            for (key, s, e, weight, purges), first in zip(kept, firsts, strict=True)
+        ]
+        return _Packing(arranged, groups)
 
     def bins(
-        self, snapshot: Snapshot, chosen: Sequence[_Group], partitions: _Partitions
+        self,
+        snapshot: Snapshot,
+        packing: _Packing,
+        chosen: Sequence[_Group],
+        partitions: _Partitions,
     ) -> list[Bin]:
         """The chosen groups as bins over the snapshot's rows, their sizes summed on the
         columns, one partition per bin checked there (:meth:`Bin.planned` checks the counts,
         :attr:`Bin.sources` the objects)."""
-        lengths = [len(g.members) for g in chosen]
-        flat = pa.array(chain.from_iterable(g.members for g in chosen), pa.int64())
+        lengths = [g.stop - g.start for g in chosen]
         offsets = pa.array(accumulate(lengths, initial=0), pa.int32())
-        numbers = pc.list_parent_indices(pa.ListArray.from_arrays(offsets, flat))
+        numbers = pc.list_parent_indices(
+            pa.ListArray.from_arrays(offsets, pa.nulls(offsets[-1].as_py()))
+        )
+        # the candidates of the chosen groups, one after the other: each group's range of the
+        # arranged candidates, offset by where the group starts there
+        starts = pa.array(
+            [g.start - offset for g, offset in zip(chosen, offsets.to_pylist(), strict=False)],
+            pa.int64(),
+        )
+        ordinal = pc.subtract(pc.cumulative_sum(pa.repeat(1, len(numbers))), 1)
+        flat = packing.arranged.take(pc.add(pc.take(starts, numbers), ordinal))
         aggregates = [("size", "sum"), ("size", "max"), ("counted", "all")]
         aggregates += [("key", "min"), ("key", "max")]
         columns = {"bin": numbers, "size": self.size, "counted": self.counted, "key": self.key}
@@ -564,21 +597,22 @@ class _Candidates:
         if per_bin["key_min"] != per_bin["key_max"]:
             raise InternalError("the planner mixed partitions in a bin")
         rows = _PlannedRows(snapshot, self.position.take(flat), lengths)
-        starts = accumulate(lengths, initial=0)
-        spelling = self.spelling.to_pylist()
+        spellings = self.spelling.take(pa.array([g.first for g in chosen], pa.int64()))
         return [
             Bin.planned(
                 rows,
-                range(start, start + len(g.members)),
-                partitions.first[spelling[g.members[0]]][0],
+                range(start, start + length),
+                partitions.first[spelling][0],
                 g.weight,
                 g.purges,
                 not counted,
                 (total, largest),
             )
-            for g, start, total, largest, counted in zip(
+            for g, start, length, spelling, total, largest, counted in zip(
                 chosen,
-                starts,
+                offsets.to_pylist(),
+                lengths,
+                spellings.to_pylist(),
                 per_bin["size_sum"].to_pylist(),
                 per_bin["size_max"].to_pylist(),
                 per_bin["counted_all"].to_pylist(),
@@ -588,13 +622,24 @@ class _Candidates:
 
 
 class _Group(NamedTuple):
-    """A packed group of candidates: its partition key, the candidates (indices, log order),
-    their total weight, and whether one purges a DV."""
+    """A packed group of candidates: its partition key, its first candidate (log order), its
+    candidates as a range of :attr:`_Packing.arranged`, their total weight, and whether one
+    purges a DV."""
 
     key: int
-    members: list[int]
+    first: int
+    start: int
+    stop: int
     weight: int
     purges: bool
+
+
+class _Packing(NamedTuple):
+    """Packed groups and the candidates they are ranges of (indices, in partition and log
+    order)."""
+
+    arranged: pa.Array
+    groups: list[_Group]
 
 
 def _refuse_negative(snapshot: Snapshot, rows: pa.Array, columns: Sequence[pa.Array]) -> None:

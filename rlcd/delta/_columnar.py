@@ -10,11 +10,12 @@ applies them to objects):
   tombstones only: they never shadow a checkpoint add.
 - The JSON commits after the checkpoint are few. Their file actions are parsed by the validated
   commit parser (:func:`rlcd.delta.actions.parse_commit`) and folded as objects, but only for the
-  paths they touch: every checkpoint row of such a path is dropped from the checkpoint table by an
-  anti-join (``is_in`` on the canonical path), turned into an object and folded with them. What
-  the fold leaves live takes the place of the path's row when the path stayed live throughout, and
-  is appended otherwise, so the rows keep the object replay's order (first appearance in the
-  log). The cost is in proportion to the commits, not the table: an incremental update
+  paths they touch: the rows of such paths are found by ``is_in`` on the canonical path and
+  only their keys (path, DV id) are folded with them. A row whose path stays live throughout
+  and that no commit adds again is left as it is; an add the fold leaves live takes the place
+  of its path's row when the path stayed live throughout, and is appended otherwise, so the rows
+  keep the object replay's order (first appearance in the log). The cost is in proportion to
+  the commits, not the table: an incremental update
   (:func:`rlcd.delta.replay.replay` with a base) folds only the paths its commits touch, finds
   them with one ``is_in`` over the canonical paths the last replay carried
   (:class:`CanonicalPaths`), and takes and splices rows a record batch at a time (never
@@ -36,7 +37,7 @@ applies them to objects):
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -71,6 +72,7 @@ __all__ = (
     "remove_files",
     "rows_of_paths",
     "take_rows",
+    "BatchIndex",
 )
 __pure__ = True
 
@@ -283,17 +285,29 @@ def file_actions_of(actions: Sequence[Action]) -> FileActions:
 
 
 def _adds_of(adds: Sequence[AddFile]) -> pa.Table:
-    rows = pa.array(
-        [a.to_json() for a in adds], pa.struct([(src, typ) for _, src, typ in _ADD_FIELDS])
-    )
-    return _adds_table(_flatten(rows, _ADD_FIELDS))
+    return _adds_table(_columns_of(adds, _ADD_FIELDS))
 
 
 def _tombstones_of(removes: Sequence[RemoveFile]) -> pa.Table:
-    rows = pa.array(
-        [r.to_json() for r in removes], pa.struct([(src, typ) for _, src, typ in _TOMBSTONE_FIELDS])
-    )
-    return pa.table(_flatten(rows, _TOMBSTONE_FIELDS), schema=TOMBSTONE_SCHEMA)
+    return pa.table(_columns_of(removes, _TOMBSTONE_FIELDS), schema=TOMBSTONE_SCHEMA)
+
+
+def _columns_of(
+    actions: Sequence[AddFile] | Sequence[RemoveFile],
+    fields: Sequence[tuple[str, str, pa.DataType]],
+) -> dict[str, pa.Array]:
+    """The ``fields`` of some parsed actions, a column each, straight from their attributes:
+    what :func:`_flatten` makes of their JSON, without a dict per action (most of an
+    incremental update's time, when the JSON went through a struct array)."""
+    out: dict[str, pa.Array] = {}
+    for name, _, typ in fields:
+        values: list[Any] = [getattr(a, name) for a in actions]
+        if name == "deletion_vector":
+            values = [None if dv is None else dv.to_json() for dv in values]
+        elif typ == _STRING_MAP:  # Arrow takes a dict for a map, not any Mapping
+            values = [v if v is None or isinstance(v, dict) else dict(v) for v in values]
+        out[name] = pa.array(values, typ)
+    return out
 
 
 def add_files(adds: pa.Table) -> list[AddFile]:
@@ -357,28 +371,48 @@ def remove_files(tombstones: pa.Table) -> list[RemoveFile]:
     return [RemoveFile.from_json(_tombstone_json(row)) for row in tombstones.to_pylist()]
 
 
+class BatchIndex:
+    """A table's record batches and the row each starts at, found once per table: taking a few
+    rows then costs a bisection each, not a pass over the batches (a bin's sources were taken
+    one bin at a time: 6,125 bins of a 100k-file table each listed its 15 batches again)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.batches = table.to_batches()
+        self.starts = list(accumulate((b.num_rows for b in self.batches), initial=0))
+
+    def take(self, rows: Sequence[int]) -> pa.Table:
+        """The rows of the table at ``rows``, in that order, taken a record batch at a time.
+
+        ``Table.take`` first concatenates each column's chunks: a copy of the whole table
+        (5-60 ms at 100k files, the stats text above all) to get the few rows a bin or an
+        update touches.
+
+        Raises:
+            IndexError: a row is outside the table.
+        """
+        wanted = sorted(set(rows))
+        if wanted and (wanted[0] < 0 or wanted[-1] >= self.table.num_rows):
+            raise IndexError(f"rows outside a table of {self.table.num_rows}")
+        parts, i = [], 0
+        while i < len(wanted):
+            batch = bisect_right(self.starts, wanted[i]) - 1
+            start, end = self.starts[batch], self.starts[batch + 1]
+            j = bisect_left(wanted, end, i)
+            chosen = pa.array([r - start for r in wanted[i:j]], pa.int64())
+            parts.append(self.batches[batch].take(chosen))
+            i = j
+        found = pa.Table.from_batches(parts, schema=self.table.schema)
+        if wanted == list(rows):  # a bin's rows: in log order, each once (no second take)
+            return found
+        position = {row: i for i, row in enumerate(wanted)}
+        return found.take(pa.array([position[r] for r in rows], pa.int64()))
+
+
 def take_rows(table: pa.Table, rows: Sequence[int]) -> pa.Table:
-    """The rows of ``table`` at ``rows``, in that order, taken a record batch at a time.
-
-    ``Table.take`` first concatenates each column's chunks: a copy of the whole table (5-60 ms
-    at 100k files, the stats text above all) to get the few rows a bin or an update touches.
-
-    Raises:
-        IndexError: a row is outside the table.
-    """
-    wanted = sorted(set(rows))
-    if wanted and (wanted[0] < 0 or wanted[-1] >= table.num_rows):
-        raise IndexError(f"rows outside a table of {table.num_rows}")
-    batches = table.to_batches()
-    starts = list(accumulate((b.num_rows for b in batches), initial=0))
-    parts = []
-    for batch, start, end in zip(batches, starts, starts[1:], strict=False):
-        chosen = wanted[bisect_left(wanted, start) : bisect_left(wanted, end)]
-        if chosen:
-            parts.append(batch.take(pa.array([r - start for r in chosen], pa.int64())))
-    found = pa.Table.from_batches(parts, schema=table.schema)
-    position = {row: i for i, row in enumerate(wanted)}
-    return found.take(pa.array([position[r] for r in rows], pa.int64()))
+    """The rows of ``table`` at ``rows``, in that order (:meth:`BatchIndex.take`), for one take;
+    a table taken from again and again keeps its :class:`BatchIndex`."""
+    return BatchIndex(table).take(rows)
 
 
 def rows_of_paths(
@@ -498,33 +532,42 @@ def replay_files(
     in_adds = pc.is_in(add_keys, value_set=touched).combine_chunks()
     in_tombs = pc.is_in(tombstone_keys, value_set=touched).combine_chunks()
     rows = pc.indices_nonzero(in_adds).to_pylist()
-    live: dict[str, AddFile] = {canonical_path(a.path): a for a in add_files(take_rows(adds, rows))}
-    held = list(live)  # the keys of ``rows``, in order: the table holds each once
+    found = take_rows(adds.select(["path", "dv_unique_id"]), rows)
+    held = [canonical_path(p) for p in found["path"].to_pylist()]  # the table holds each once
+    # the DV id of each live key, and the adds the commits made live, in the same order
+    live = dict(zip(held, found["dv_unique_id"].to_pylist(), strict=True))
+    new: dict[str, AddFile] = {}
     dropped: set[str] = set()  # paths not live at some point: re-added ones move to the end
     gone: dict[tuple[str, str | None], RemoveFile] = {}
     for remove in remove_files(tombstones.filter(in_tombs)):
         gone[(canonical_path(remove.path), remove.dv_unique_id)] = remove
     for key, action in changes:
         if isinstance(action, AddFile):
-            live[key] = action
+            live[key] = action.dv_unique_id
+            new[key] = action
             gone.pop((key, action.dv_unique_id), None)
         else:
-            current = live.get(key)
-            if current is not None and current.dv_unique_id == action.dv_unique_id:
+            if key in live and live[key] == action.dv_unique_id:
                 del live[key]
+                new.pop(key, None)
                 dropped.add(key)
             gone[(key, action.dv_unique_id)] = action
-    fresh = _adds_of(list(live.values()))
-    position = {key: i for i, key in enumerate(live)}
-    in_place = [
-        (row, position[key])
+    kept = {key for key in held if key in live and key not in dropped}  # live throughout
+    # the adds the commits leave: those that take a kept row's place first, then the rest
+    added = [key for key in new if key in kept] + [key for key in new if key not in kept]
+    position = {key: i for i, key in enumerate(added)}
+    # a row live throughout and not replaced stays as it is: no object, no copy
+    changed = [
+        (row, key)
         for row, key in zip(rows, held, strict=True)
-        if key in live and key not in dropped
+        if key not in kept or key in position
     ]
-    placed = {i for _, i in in_place}
-    appended = [i for i in range(fresh.num_rows) if i not in placed]
     new_adds, add_paths = _splice(
-        adds, state.paths.adds, rows, in_place, (fresh, list(live)), appended
+        adds,
+        state.paths.adds,
+        [row for row, _ in changed],
+        [(row, position[key]) for row, key in changed if key in kept],
+        (_adds_of([new[key] for key in added]), added),
     )
     new_tombstones, tombstone_paths = _splice(
         tombstones,
@@ -532,7 +575,6 @@ def replay_files(
         pc.indices_nonzero(in_tombs).to_pylist(),
         [],
         (_tombstones_of(list(gone.values())), [key for key, _ in gone]),
-        range(len(gone)),
     )
     return ReplayedFiles(new_adds, new_tombstones, CanonicalPaths(add_paths, tombstone_paths))
 
@@ -559,10 +601,10 @@ def _splice(
     rows: Sequence[int],
     replaced: Sequence[tuple[int, int]],
     fresh: tuple[pa.Table, list[str]],
-    appended: Iterable[int],
 ) -> tuple[pa.Table, pa.ChunkedArray | None]:
     """``table`` less its ``rows``, except those ``replaced`` names (``(row, fresh row)``), which
-    take the fresh row in their place, then the ``appended`` fresh rows; and its canonical
+    take the fresh row in their place, then the fresh rows after the last one replacing (those
+    come first, so the rest are one slice, not a take); and its canonical
     ``paths`` (:class:`CanonicalPaths`) spliced alike, given those of the fresh rows. Zero-copy
     slices: the rows are the few the commits touched, and a filter would copy the whole table
     (its stats text above all) while the original is still held."""
@@ -581,7 +623,8 @@ def _splice(
             pieces.append(fresh_rows[0].slice(by_row[row], 1))
         start = row + 1
     pieces += _batch_slices(batches, starts, start, table.num_rows)
-    pieces += rows_in.take(pa.array(list(appended), pa.int64())).to_batches()
+    if fresh_rows:
+        pieces.append(fresh_rows[0].slice(len(by_row)))
     out = pa.Table.from_batches(pieces, schema=table.schema)
     if out.column(0).num_chunks > _MAX_CHUNKS + out.num_rows // _MIN_CHUNK_ROWS:
         out = out.combine_chunks()

@@ -23,6 +23,7 @@ import pyarrow as pa
 from rlcd.delta._columnar import (
     ADD_SCHEMA,
     TOMBSTONE_SCHEMA,
+    BatchIndex,
     CanonicalPaths,
     FileActions,
     ReplayedFiles,
@@ -117,10 +118,14 @@ class Snapshot:
         """
         return {canonical_path(a.path): a for a in add_files(self.adds)}
 
+    @cached_property
+    def _add_batches(self) -> BatchIndex:
+        return BatchIndex(self.adds)
+
     def files_at(self, rows: Sequence[int]) -> list[AddFile]:
         """The live files at these rows of :attr:`adds`, in that order: objects for those only
-        (a plan's bins)."""
-        return add_files(take_rows(self.adds, rows))
+        (a plan's bins), at a cost in proportion to them (the batches are indexed once)."""
+        return add_files(self._add_batches.take(rows))
 
     def keys_at(self, rows: Sequence[int]) -> tuple[list[str], list[str | None]]:
         """The paths and DV unique ids (the replay keys) of the live files at these rows of

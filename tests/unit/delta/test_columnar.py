@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from itertools import pairwise
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from rlcd.delta._checkpoint import checkpoint_actions
 from rlcd.delta._columnar import (
+    BatchIndex,
     FileActions,
     add_files,
     checkpoint_file_actions,
@@ -413,6 +415,44 @@ def test_many_updates_recombine_the_chunks_they_split() -> None:
     assert snapshot.adds.equals(replay("t", log, checkpoint=(0, header + adds)).adds)
 
 
+def test_actions_with_any_mapping_make_the_rows_of_their_json() -> None:
+    """Actions are turned into rows from their attributes: a map held as any Mapping (not a
+    dict) and a DV's unknown members give the rows their JSON gives."""
+    dv = dataclasses.replace(DVS[1], extra={"maxRowIndex": 9})  # type: ignore[type-var]
+    add = dataclasses.replace(
+        _add("p=1/x.parquet", 0, 4),
+        partition_values=MappingProxyType({"p": "1", "q": None}),
+        tags=MappingProxyType({"k": "v"}),
+        deletion_vector=dv,
+    )
+    removed = RemoveFile(
+        path="y", partition_values=MappingProxyType({"p": "1"}), deletion_vector=dv, size=3
+    )
+    files = file_actions_of([add, removed])
+    as_json = file_actions_of(
+        [AddFile.from_json(add.to_json()), RemoveFile.from_json(removed.to_json())]
+    )
+    assert files.adds.equals(as_json.adds)
+    assert files.tombstones.equals(as_json.tombstones)
+    assert add_files(files.adds)[0].partition_values == {"p": "1", "q": None}
+
+
+def test_an_update_leaves_the_rows_it_does_not_change_as_they_are() -> None:
+    """A remove whose DV is not the live one's touches a path but changes nothing: its row
+    stays in place, untouched (no object made of it), and the rows around it too."""
+    header: list[Action] = [Protocol(1, 2), Metadata(id="t")]
+    adds: list[Action] = [_add(f"f{i}", 1, i) for i in range(1, 6)]
+    snapshot = replay("t", [], checkpoint=(0, header + adds))
+    later = replay("t", [(1, [_remove("f2", 0, 7), _add("f4", 2, 9)])], base=snapshot)
+    whole = replay(
+        "t", [(1, [_remove("f2", 0, 7), _add("f4", 2, 9)])], checkpoint=(0, header + adds)
+    )
+    assert later.adds.equals(whole.adds)
+    assert later.adds["path"].to_pylist() == ["f1", "f2", "f3", "f4", "f5"]
+    assert later.adds.slice(0, 3).equals(snapshot.adds.slice(0, 3))
+    assert later.files["f4"].size == 9
+
+
 def test_take_rows_keeps_the_order_asked_across_chunks() -> None:
     """Rows from several chunks, out of order and repeated, come back as asked; a row outside
     the table is refused."""
@@ -421,6 +461,18 @@ def test_take_rows_keeps_the_order_asked_across_chunks() -> None:
     assert take_rows(table, []).num_rows == 0
     with pytest.raises(IndexError):
         take_rows(table, [10])
+
+
+def test_a_batch_index_takes_from_the_batch_each_row_is_in() -> None:
+    """Rows in ascending order (a bin's) and in any order come from the right batches, empty
+    batches among them; one index serves many takes."""
+    parts = [
+        pa.record_batch({"n": pa.array(range(a, b), pa.int64())})
+        for a, b in ((0, 3), (3, 3), (3, 7), (7, 10))
+    ]
+    index = BatchIndex(pa.Table.from_batches(parts))
+    for rows in ([0, 2, 3, 6, 7, 9], [3], [9, 3, 3, 0], list(range(10))):
+        assert index.take(rows).column("n").to_pylist() == rows
 
 
 def _rarely(rare: st.SearchStrategy[Any], usual: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
