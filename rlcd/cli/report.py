@@ -103,6 +103,10 @@ def _copy_text(copies: Sequence[CopySummary]) -> str:
     reencoded = count(sum(c.reencoded_row_groups for c in copies), "row group")
     copied_bytes = human_bytes(sum(c.copied_bytes for c in copies))
     reencoded_bytes = human_bytes(sum(c.reencoded_bytes for c in copies))
+    patched = sum(c.patched_row_groups for c in copies)
+    if patched:
+        patched_bytes = human_bytes(sum(c.patched_bytes for c in copies))
+        copied_bytes += f"; {patched} with decimal columns re-encoded, {patched_bytes}"
     return f"copies {copied} ({copied_bytes}), re-encodes {reencoded} ({reencoded_bytes})"
 
 

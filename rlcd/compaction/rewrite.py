@@ -1066,12 +1066,15 @@ async def _footers(
 @dataclass(frozen=True, slots=True)
 class CopySummary:
     """What a bin's copy plan copies and re-encodes: row groups and their compressed bytes
-    in the sources (for ``--dry-run``)."""
+    in the sources (for ``--dry-run``). ``patched_row_groups`` of the copied ones have some
+    columns re-encoded (their decimals stored otherwise), ``patched_bytes`` of their bytes."""
 
     copied_row_groups: int
     copied_bytes: int
     reencoded_row_groups: int
     reencoded_bytes: int
+    patched_row_groups: int = 0
+    patched_bytes: int = 0
 
 
 async def plan_bin_copy(
@@ -1084,8 +1087,14 @@ async def plan_bin_copy(
         return None
     copied = [c for c in planned.plan.choices if c.copy]
     others = [c for c in planned.plan.choices if not c.copy]
+    patched = [c for c in copied if c.patched]
     return CopySummary(
-        len(copied), sum(c.size for c in copied), len(others), sum(c.size for c in others)
+        len(copied),
+        sum(c.size for c in copied),
+        len(others),
+        sum(c.size for c in others),
+        len(patched),
+        sum(c.patched_size for c in patched),
     )
 
 

@@ -218,9 +218,16 @@ async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
     tables = await make(auto)  # type: ignore[operator]
     shutil.copytree(auto, reencoded)
     before = delta_rs_rows(auto)
+    async with open_store(str(auto)) as store:
+        dry = await compact_table(store, CompactionPolicy(**COPY_ALL), dry_run=True)
     report = await _compact(str(auto), rewrite="auto", **COPY_ALL)
     await _compact(str(reencoded), rewrite="reencode", **COPY_ALL)
     assert sorted(w.copied_row_groups for w in report.committed) == copied
+    # the dry run said so: every row group copied, the pyarrow ones' decimals re-encoded
+    plans = [c for c in dry.copies if c is not None]
+    assert sorted(c.copied_row_groups for c in plans) == copied
+    assert all(0 < c.patched_row_groups < c.copied_row_groups for c in plans)
+    assert all(0 < c.patched_bytes < c.copied_bytes for c in plans)
     version = report.committed_version or 0
     _same_outputs(auto, reencoded, version)
     assert delta_rs_rows(auto) == before == kernel_rows(auto)

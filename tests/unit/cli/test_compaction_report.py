@@ -4,6 +4,7 @@ one line for the leftovers a run removed."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +13,7 @@ from rlcd.compaction.cleanup import CleanupReport
 from rlcd.compaction.compact import CompactionReport
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
+from rlcd.compaction.rewrite import CopySummary
 from rlcd.delta.actions import AddFile
 from rlcd.storage.base import ObjectMeta, PendingUpload
 
@@ -65,3 +67,18 @@ def test_removed_leftovers_get_one_line_and_none_get_nothing(table: str, unfinis
         "  removed leftovers of earlier runs older than 1h: 1 uncommitted file (2.0 KiB), "
         f"{unfinished}"
     ]
+
+
+def test_copied_row_groups_with_patched_columns_are_counted_apart() -> None:
+    """A copy plan that re-encodes some copied row groups' decimal columns says how many and
+    how many bytes, per bin and in the total; one without says nothing of them."""
+    bins = (_bin("a", "x.parquet", "y.parquet"), _bin("b", "z.parquet", "w.parquet"))
+    out = io.StringIO()
+    report = CompactionReport("file:///t", 3, CompactionPolicy(), bins, True)
+    patched = CopySummary(6, 6 << 20, 0, 0, patched_row_groups=2, patched_bytes=1 << 20)
+    plain = CopySummary(4, 4 << 20, 1, 1 << 10)
+    print_plan(replace(report, copies=(patched, plain), copy_plans_read=2), out)
+    text = out.getvalue()
+    assert "copies 10 row groups (10.0 MiB; 2 with decimal columns re-encoded, 1.0 MiB)" in text
+    assert "; copies 6 row groups (6.0 MiB; 2 with decimal columns re-encoded, 1.0 MiB)" in text
+    assert "; copies 4 row groups (4.0 MiB), re-encodes 1 row group (1.0 KiB)" in text
