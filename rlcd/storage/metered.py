@@ -38,7 +38,8 @@ __all__ = ("MeteredStore", "RequestHook")
 
 RequestHook = Callable[[str, int, int], None]
 """Called with ``(operation, requests, bytes)`` whenever either count grows: once per request
-(``requests`` 1), and again for bytes a streaming writer sends later (``requests`` 0)."""
+(``requests`` 1; n for a ``get_many`` of n keys), and again for bytes a streaming writer sends
+later (``requests`` 0)."""
 
 
 class MeteredStore:
