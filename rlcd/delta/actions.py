@@ -50,6 +50,12 @@ def _camel(name: str) -> str:
 
 
 _EMPTY: Mapping[str, Any] = {}
+_STRING_MAPS = frozenset({"partition_values", "tags"})
+"""File action maps whose values the protocol types as strings (or null)."""
+
+
+def _all_strings(value: Mapping[str, Any]) -> bool:
+    return all(v is None or type(v) is str for v in value.values())
 
 
 def _check(value: Any, types: tuple[type, ...], key: str, kind: str) -> Any:
@@ -62,16 +68,39 @@ def _check(value: Any, types: tuple[type, ...], key: str, kind: str) -> Any:
     return value
 
 
-_NAMES: dict[str, Mapping[str, str]] = {}
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """How a record takes one JSON key: its attribute, and the value types it keeps as they
+    are, checked no further (None: any value). Anything else goes through ``_convert``."""
+
+    attr: str
+    plain: frozenset[type] | None
+    string_map: bool
 
 
-def _json_names(name: str, cls: Any) -> Mapping[str, str]:
-    """JSON key -> attribute name for a record class (computed once per class)."""
-    names = _NAMES.get(name)
-    if names is None:
-        names = {_camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
-        _NAMES[name] = names
-    return names
+_FIELDS: dict[type, Mapping[str, _Field]] = {}
+
+
+def _fields(cls: Any) -> Mapping[str, _Field]:
+    """JSON key -> :class:`_Field` for a record class (computed once per class). A value whose
+    exact type is one of its field's types passes :func:`_check` as it is; a subclass (``bool``
+    for ``int``, a ``Mapping`` other than ``dict``) takes the checked path."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "extra":
+                continue
+            types = cls.TYPES.get(f.name)
+            if f.name == "deletion_vector":
+                plain: frozenset[type] | None = frozenset()
+            elif types is None:
+                plain = None
+            else:
+                plain = frozenset(types)
+            fields[_camel(f.name)] = _Field(f.name, plain, f.name in _STRING_MAPS)
+        _FIELDS[cls] = fields
+    return fields
 
 
 class _Record:
@@ -88,18 +117,26 @@ class _Record:
 
     @classmethod
     def from_json(cls, obj: Any) -> Any:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             raise ActionError(f"{cls.KIND} is not a JSON object")
-        missing = [k for k in cls.REQUIRED if obj.get(k) is None]
-        if missing:
-            raise ActionError(f"{cls.KIND} lacks required field(s) {', '.join(missing)}")
+        for required in cls.REQUIRED:
+            if obj.get(required) is None:
+                missing = [k for k in cls.REQUIRED if obj.get(k) is None]
+                raise ActionError(f"{cls.KIND} lacks required field(s) {', '.join(missing)}")
         known: dict[str, Any] = {}
-        names = _json_names(cls.__name__, cls)
+        extra: dict[str, Any] = {}
+        fields = _fields(cls)
         for key, value in obj.items():
-            attr = names.get(key)
-            if attr is not None:
-                known[attr] = cls._convert(attr, value)
-        extra = {k: v for k, v in obj.items() if k not in names}
+            f = fields.get(key)
+            if f is None:
+                extra[key] = value
+            elif value is None or (
+                (f.plain is None or type(value) in f.plain)
+                and (not f.string_map or _all_strings(value))
+            ):
+                known[f.attr] = value
+            else:
+                known[f.attr] = cls._convert(f.attr, value)
         factory: Any = cls  # a dataclass subclass: its fields are the JSON keys
         return factory(**known, extra=extra)
 
@@ -139,8 +176,6 @@ class _Record:
         return out
 
 
-_STRING_MAPS = frozenset({"partition_values", "tags"})
-"""File action maps whose values the protocol types as strings (or null)."""
 _STR = (str,)
 _INT = (int,)
 _BOOL = (bool,)
@@ -451,7 +486,7 @@ _KINDS: Mapping[str, type[_Record]] = {
 
 def parse_action(obj: Any) -> Action:
     """One action from its JSON object (exactly one top-level key)."""
-    if not isinstance(obj, Mapping) or len(obj) != 1:
+    if (type(obj) is not dict and not isinstance(obj, Mapping)) or len(obj) != 1:
         raise ActionError("an action must be a JSON object with exactly one key")
     ((kind, value),) = obj.items()
     cls = _KINDS.get(kind)
@@ -470,7 +505,7 @@ def parse_commit(data: bytes | bytearray) -> list[Action]:
     actions: list[Action] = []
     lines = bytes(data).split(b"\n")  # a store may hand a bytearray: lines as bytes, one copy
     for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
+        if not line or line.isspace():  # isspace: what strip() strips, without a copy
             continue
         try:
             actions.append(parse_action(json.loads(line)))

@@ -441,10 +441,26 @@ def _sidecar_key(root: str, path: str, *, table: str, version: int) -> str:
 async def _read_commits(
     store: ObjectStore, commits: Sequence[LogPath], *, table: str
 ) -> list[tuple[int, list[Action]]]:
-    bodies = await _gather(
-        [(lambda c=c: read_commit(store, c.version, table=table)) for c in commits]
-    )
-    return [(c.version, body) for c, body in zip(commits, bodies, strict=True)]
+    """The listed commits' actions. A local store reads them all in one worker thread
+    (:meth:`~rlcd.storage.base.LocalFiles.get_many`): the thread hop of each GET cost as much
+    as parsing it (10 commits: 1.1 ms of an update's 10)."""
+    files = store.local_files()
+    if files is None:
+        bodies = await _gather(
+            [(lambda c=c: read_commit(store, c.version, table=table)) for c in commits]
+        )
+        return [(c.version, body) for c, body in zip(commits, bodies, strict=True)]
+    keys = {commit_name(c.version): c.version for c in commits}
+    try:
+        found = await files.get_many(list(keys))
+    except NotFoundError as exc:
+        raise CorruptLogError(
+            "commit file is missing", table=table, version=keys[exc.key], path=exc.key
+        ) from exc
+    return [
+        (version, _parse_commit(data, table=table, version=version, key=key))
+        for (key, version), data in zip(keys.items(), found, strict=True)
+    ]
 
 
 async def load_snapshot(store: ObjectStore, *, version: int | None = None) -> Snapshot:

@@ -107,13 +107,11 @@ class LocalStore:
     ) -> bytes | bytearray:
         path = self._path("get", key)
         first, last = check_range("get", key, start, end)
+        return await self._run(lambda: _read(key, path, first, last))
 
-        def read() -> bytes:
-            with _errors("get", key, reading=True), open(path, "rb") as f:
-                f.seek(first)
-                return f.read() if last is None else f.read(last - first)
-
-        return await self._run(read)
+    async def get_many(self, keys: Sequence[str]) -> list[bytes]:
+        paths = [(key, self._path("get", key)) for key in keys]
+        return await self._run(lambda: [_read(key, path, 0, None) for key, path in paths])
 
     async def head(self, key: str) -> ObjectMeta:
         path = self._path("head", key)
@@ -413,6 +411,13 @@ def _errors(operation: str, key: str, *, reading: bool = False) -> Iterator[None
         if reading and isinstance(exc, _MISSING):
             raise NotFoundError(operation=operation, key=key) from exc
         raise StorageError(exc.strerror or str(exc), operation=operation, key=key) from exc
+
+
+def _read(key: str, path: str, first: int, last: int | None) -> bytes:
+    """``get``'s read of the bytes ``[first, last)`` of the file holding ``key``."""
+    with _errors("get", key, reading=True), open(path, "rb") as f:
+        f.seek(first)
+        return f.read() if last is None else f.read(last - first)
 
 
 def _stat(operation: str, key: str, path: str) -> ObjectMeta:

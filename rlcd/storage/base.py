@@ -199,6 +199,13 @@ class LocalFiles(Protocol):
         """The file holding ``key`` (it may not exist)."""
         ...
 
+    async def get_many(self, keys: Sequence[str]) -> list[bytes]:
+        """The whole objects of ``keys``, in order, read one after the other in one worker
+        thread: a few small files (a log's commits) cost one thread hop, not one each. Each
+        read is :meth:`ObjectStore.get`'s, errors included (:class:`rlcd.errors.NotFoundError`
+        names the first missing key)."""
+        ...
+
     def open_file_writer(self, key: str) -> FileWriter:
         """A writer for a new object whose temp file a native writer writes directly."""
         ...

@@ -11,8 +11,8 @@ Operations: ``get``, ``head``, ``list``, ``put``, ``put_if_absent``, ``get_versi
 ``put_if_match``, ``delete``, ``delete_if_match``, ``upload``
 (a streaming writer), ``copy`` (a range a writer's store copied itself: its bytes never pass
 through rlcd), ``list_uploads``, ``abort_upload``, and for local files ``local_read``
-(a file opened in place) and ``local_write`` (a file written natively). Bytes are those read
-or written by the call.
+(a file opened in place) and ``local_write`` (a file written natively); their ``get_many``
+counts as a ``get`` of each key. Bytes are those read or written by the call.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ __all__ = ("MeteredStore", "RequestHook")
 
 RequestHook = Callable[[str, int, int], None]
 """Called with ``(operation, requests, bytes)`` whenever either count grows: once per request
-(``requests`` 1), and again for bytes a streaming writer sends later (``requests`` 0)."""
+(``requests`` 1; n for a ``get_many`` of n keys), and again for bytes a streaming writer sends
+later (``requests`` 0)."""
 
 
 class MeteredStore:
@@ -229,6 +230,16 @@ class _MeteredFiles:
     def local_path(self, key: str) -> str:
         self._meter.count("local_read")
         return self._inner.local_path(key)
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes]:
+        """Counted as the ``get`` of each key (a remote store would send one each)."""
+        try:
+            found = await self._inner.get_many(keys)
+        except BaseException:
+            self._meter.count("get", requests=len(keys))
+            raise
+        self._meter.count("get", sum(len(data) for data in found), requests=len(keys))
+        return found
 
     def open_file_writer(self, key: str) -> FileWriter:
         self._meter.count("local_write")

@@ -107,3 +107,21 @@ async def test_thread_limiter_bounds_blocking_calls(tmp_path: Path) -> None:
                 tg.start_soon(put, n)
     assert sum(isinstance(r, Written) for r in results) == 1
     assert limiter.borrowed_tokens == 0
+
+
+async def test_get_many_reads_whole_objects_as_get_does(tmp_path: Path) -> None:
+    """``get_many`` gives each object whole, in the order asked; a missing key is the
+    NotFoundError ``get`` raises, naming it; a malformed key is refused before any read."""
+    async with LocalStore(tmp_path) as store:
+        await store.put("log/1", b"one")
+        await store.put("log/2", b"")
+        files = store.local_files()
+        assert await files.get_many(["log/2", "log/1"]) == [b"", b"one"]
+        assert await files.get_many([]) == []
+        with pytest.raises(NotFoundError) as info:
+            await files.get_many(["log/1", "log/3", "log/4"])
+        assert info.value.key == "log/3"
+        with pytest.raises(NotFoundError):
+            await files.get_many(["log"])  # a directory is no object
+        with pytest.raises(StorageError):
+            await files.get_many(["log/1", "../escape"])

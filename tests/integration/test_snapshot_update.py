@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from rlcd.delta.load import load_snapshot, read_commits_after, update_snapshot
+from rlcd.delta.load import (
+    advance_snapshot,
+    list_log,
+    load_snapshot,
+    read_commits_after,
+    update_snapshot,
+)
 from rlcd.errors import CorruptLogError
 from rlcd.storage import LocalStore
 from rlcd.storage.base import ObjectMeta
@@ -17,7 +23,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
 class CountingStore(LocalStore):
-    """A local store that records the keys it reads and the prefixes it lists."""
+    """A local store that records the keys it reads (alone or many at once) and the prefixes it
+    lists."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
@@ -31,6 +38,10 @@ class CountingStore(LocalStore):
     def list(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[ObjectMeta]:
         self.lists.append((prefix, start_after))
         return super().list(prefix, start_after=start_after)
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes]:
+        self.gets.extend(keys)
+        return await super().get_many(keys)
 
 
 async def test_update_reads_only_new_commits(tmp_path: Path) -> None:
@@ -84,3 +95,28 @@ async def test_commits_after_a_version_are_read_by_key(tmp_path: Path) -> None:
         with pytest.raises(CorruptLogError, match="missing, though commit 3 exists") as info:
             await read_commits_after(store, 1, through=3, table=store.root)
         assert info.value.version == 2
+
+
+class _NotLocal(LocalStore):
+    """A local store read as a remote one: each commit is a GET of its own."""
+
+    def local_files(self) -> None:
+        """Not local."""
+
+
+@pytest.mark.parametrize("store_class", [LocalStore, _NotLocal])
+async def test_a_listed_commit_gone_before_its_read_is_a_corrupt_log(
+    tmp_path: Path, store_class: type[LocalStore]
+) -> None:
+    """A commit the listing showed but that cannot be read is named, whether the commits are
+    read one GET each or all at once; the ones that read give the same snapshot either way."""
+    for i in range(4):
+        append(tmp_path, batch(i * 10, 10))
+    async with store_class(tmp_path) as store:
+        held = await load_snapshot(store, version=1)
+        paths = await list_log(store, after_version=2)
+        assert (await advance_snapshot(store, held, paths)).version == 3
+        (tmp_path / "_delta_log" / f"{3:020d}.json").unlink()
+        with pytest.raises(CorruptLogError, match="commit file is missing") as info:
+            await advance_snapshot(store, held, paths)
+        assert info.value.version == 3 and info.value.path == f"_delta_log/{3:020d}.json"

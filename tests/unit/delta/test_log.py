@@ -164,6 +164,23 @@ def test_malformed_actions_are_refused(line: bytes, message: str) -> None:
         parse_commit(b'{"commitInfo":{}}\n' + line if message != "line 1" else line)
 
 
+def test_values_of_other_types_take_the_checked_path() -> None:
+    """A mapping that is not a dict, or a bool where an int is wanted, is judged as before the
+    exact-type shortcut: the mapping is taken, its values still checked; the bool refused.
+    Blank lines (any ASCII whitespace) are skipped."""
+    from types import MappingProxyType
+
+    parts = MappingProxyType({"p": "1", "q": None})
+    f = AddFile.from_json({"path": "a", "size": 1, "partitionValues": parts})
+    assert f.partition_values is parts
+    with pytest.raises(ActionError, match=r"add.tags\['t'\]"):
+        AddFile.from_json({"path": "a", "size": 1, "tags": MappingProxyType({"t": 1})})
+    with pytest.raises(ActionError, match=r"remove\.size is a bool"):
+        RemoveFile.from_json({"path": "a", "size": False})
+    lines = b' \t\r\n{"remove":{"path":"a"}}\r\n\x0b\x0c\n\n'
+    assert [a.path for a in parse_commit(lines)] == ["a"]  # type: ignore[union-attr]
+
+
 def test_replay_keys_files_by_path_and_dv() -> None:
     """A DV update (remove old key + add new key) keeps the file; a stale remove does nothing."""
     c0 = parse_commit(commit(PROTOCOL, METADATA, add("a"), add("b")))
