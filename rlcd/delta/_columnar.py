@@ -532,10 +532,9 @@ def replay_files(
     in_adds = pc.is_in(add_keys, value_set=touched).combine_chunks()
     in_tombs = pc.is_in(tombstone_keys, value_set=touched).combine_chunks()
     rows = pc.indices_nonzero(in_adds).to_pylist()
-    found = take_rows(adds.select(["path", "dv_unique_id"]), rows)
-    held = [canonical_path(p) for p in found["path"].to_pylist()]  # the table holds each once
+    held = add_keys.filter(in_adds).to_pylist()  # the table holds each once
     # the DV id of each live key, and the adds the commits made live, in the same order
-    live = dict(zip(held, found["dv_unique_id"].to_pylist(), strict=True))
+    live = dict(zip(held, adds["dv_unique_id"].filter(in_adds).to_pylist(), strict=True))
     new: dict[str, AddFile] = {}
     dropped: set[str] = set()  # paths not live at some point: re-added ones move to the end
     gone: dict[tuple[str, str | None], RemoveFile] = {}
