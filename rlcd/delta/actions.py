@@ -496,12 +496,40 @@ def parse_action(obj: Any) -> Action:
     return action
 
 
+_JSON = json.JSONDecoder()
+_JSON_SPACE = " \t\n\r"
+_BYTES_SPACE = " \t\n\r\x0b\x0c"
+"""What ``bytes.isspace`` takes for space: a blank line of :func:`parse_commit`."""
+
+
 def parse_commit(data: bytes | bytearray) -> list[Action]:
     """Every action of a newline-delimited JSON commit (or JSON checkpoint).
 
     Raises:
         ActionError: naming the 1-based line that is not valid JSON or not a valid action.
     """
+    try:
+        return _parse_commit_text(data.decode())
+    except (ValueError, TypeError):
+        return _parse_commit_lines(data)  # the same actions, or the error and its line
+
+
+def _parse_commit_text(text: str) -> list[Action]:
+    """:func:`parse_commit` for a commit of well-formed UTF-8 JSON lines, each decoded in
+    place (a third of the JSON's cost: no per-line encoding detection and decoding). Anything
+    else raises, for :func:`_parse_commit_lines` to read line by line."""
+    actions: list[Action] = []
+    for line in text.split("\n"):
+        if not line.strip(_BYTES_SPACE):
+            continue
+        obj, end = _JSON.raw_decode(line)  # no leading space, else it raises
+        if end != len(line) and line[end:].strip(_JSON_SPACE):
+            raise ValueError("extra data after a JSON value")
+        actions.append(parse_action(obj))
+    return actions
+
+
+def _parse_commit_lines(data: bytes | bytearray) -> list[Action]:
     actions: list[Action] = []
     lines = bytes(data).split(b"\n")  # a store may hand a bytearray: lines as bytes, one copy
     for lineno, line in enumerate(lines, start=1):

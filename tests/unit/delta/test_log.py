@@ -15,6 +15,7 @@ from rlcd.delta.actions import (
     Protocol,
     RemoveFile,
     UnknownAction,
+    parse_action,
     parse_commit,
     serialize_commit,
 )
@@ -179,6 +180,36 @@ def test_values_of_other_types_take_the_checked_path() -> None:
         RemoveFile.from_json({"path": "a", "size": False})
     lines = b' \t\r\n{"remove":{"path":"a"}}\r\n\x0b\x0c\n\n'
     assert [a.path for a in parse_commit(lines)] == ["a"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'\xef\xbb\xbf{"remove":{"path":"a"}}\n{"remove":{"path":"b"}}',  # a BOM
+        b'  {"remove":{"path":"a"}}  \r\n{"remove":{"path":"b"}}\n',  # spaces around
+        b'{"remove":{"path":"a"}}\n\x1c\n',  # a str space that is no bytes space
+        b'{"remove":{"path":"a"}} x\n',  # data after the value
+        b'{"remove":{"path":"a"}}\n{"remove":{"path":"\xff"}}\n',  # not UTF-8
+        b'{"remove":{"path":"a"}}\n{"remove":\n{"path":"b"}}\n',  # a value over two lines
+        b'{"remove":{"path":"a"}}{"remove":{"path":"b"}}\n',  # two values on a line
+        b'{"remove":{"path":"a\\u0000"}}\n',
+    ],
+)
+def test_a_commit_parses_as_its_lines_do(data: bytes) -> None:
+    """Each line is decoded in place when the commit is UTF-8 (the fast path); whatever that
+    refuses is read line by line as ``json.loads`` reads bytes: the same actions or the same
+    error, naming its line."""
+    by_line = []
+    try:
+        for line in data.split(b"\n"):
+            if line and not line.isspace():
+                by_line.append(parse_action(json.loads(line)))
+    except ValueError:
+        with pytest.raises(ActionError, match="line"):
+            parse_commit(data)
+    else:
+        assert parse_commit(data) == by_line
+        assert parse_commit(bytearray(data)) == by_line
 
 
 def test_replay_keys_files_by_path_and_dv() -> None:
