@@ -1258,8 +1258,11 @@ class _Steps:
         columns = None if decoded is None else decoded.columns(step.row_group, names)
         inexact = inexact_statistics(step.group)
         if step.patched:
-            assert decoded is not None
-            patch = self._patches.add(self._patch(step, decoded))
+            assert decoded is not None and self._open is not None
+            source = self._planned.footers[step.source].schema
+            patch = self._patches.transcode(
+                step, source, self._open[1].read, self._patch_schema(step)
+            ) or self._patches.add(self._patch(step, decoded))
             patched = inexact_statistics(patch.row_group())
             inexact = (inexact - set(step.patched)) | {step.patched[i] for i in patched}
         self._encoder.stats.update_copied_row_group(columns, step.rows, inexact, floats)
@@ -1269,13 +1272,14 @@ class _Steps:
         schema = self._planned.footers[step.source].schema
         return [schema.column(column).path for column in step.patched]
 
+    def _patch_schema(self, step: Copy) -> pa.Schema:
+        """The output's fields of a copy's patched columns."""
+        output = _output_schema(self._settings)
+        return pa.schema([output.field(name) for name in self._names(step)])
+
     def _patch(self, step: Copy, decoded: DecodedSource) -> pa.Table:
         """The patched columns of a copied row group, decoded, as the output's fields."""
-        names = self._names(step)
-        output = _output_schema(self._settings)
-        return decoded.columns(step.row_group, names).cast(
-            pa.schema([output.field(name) for name in names])
-        )
+        return decoded.columns(step.row_group, self._names(step)).cast(self._patch_schema(step))
 
     def _encode(self, run: CopyRun, decoded: DecodedSource) -> int:
         rows = 0

@@ -212,12 +212,44 @@ STRUCTS: Final[Mapping[str, Mapping[int, Field]]] = {
         3: _list("definition_level_histogram", I64),
     },
     "GeospatialStatistics": {1: _struct("bbox", "BoundingBox"), 2: _list("geospatial_types", I32)},
+    "PageHeader": {  # not the footer's: the header before each page of a column chunk
+        1: Field("type", I32),
+        2: Field("uncompressed_page_size", I32),
+        3: Field("compressed_page_size", I32),
+        4: Field("crc", I32),
+        5: _struct("data_page_header", "DataPageHeader"),
+        6: _struct("index_page_header", "Empty"),
+        7: _struct("dictionary_page_header", "DictionaryPageHeader"),
+        8: _struct("data_page_header_v2", "DataPageHeaderV2"),
+    },
+    "DataPageHeader": {
+        1: Field("num_values", I32),
+        2: Field("encoding", I32),
+        3: Field("definition_level_encoding", I32),
+        4: Field("repetition_level_encoding", I32),
+        5: _struct("statistics", "Statistics"),
+    },
+    "DictionaryPageHeader": {
+        1: Field("num_values", I32),
+        2: Field("encoding", I32),
+        3: Field("is_sorted", BOOL),
+    },
+    "DataPageHeaderV2": {
+        1: Field("num_values", I32),
+        2: Field("num_nulls", I32),
+        3: Field("num_rows", I32),
+        4: Field("encoding", I32),
+        5: Field("definition_levels_byte_length", I32),
+        6: Field("repetition_levels_byte_length", I32),
+        7: Field("is_compressed", BOOL),
+        8: _struct("statistics", "Statistics"),
+    },
     "BoundingBox": {
         i + 1: Field(name, DOUBLE)
         for i, name in enumerate(("xmin", "xmax", "ymin", "ymax", "zmin", "zmax", "mmin", "mmax"))
     },
 }
-"""parquet.thrift's footer structs by name: field id -> :class:`Field`."""
+"""parquet.thrift's footer structs (and page headers) by name: field id -> :class:`Field`."""
 
 # The field ids this package reads or moves (see STRUCTS)
 FILE_NUM_ROWS: Final = 3

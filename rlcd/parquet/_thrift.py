@@ -11,7 +11,7 @@ a footer of a few KiB takes well under a millisecond.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from typing import Final, TypeAlias
 
@@ -22,12 +22,15 @@ __all__ = (
     "struct_fields",
     "edit_struct",
     "integer",
+    "binary",
     "list_header",
     "collection",
     "skip",
     "read_integer",
+    "read_varint",
     "read_binary",
     "struct_list",
+    "write_struct",
 )
 __pure__ = True
 
@@ -87,6 +90,18 @@ def read_binary(data: bytes, pos: int) -> tuple[bytes, int]:
     return data[pos : pos + size], pos + size
 
 
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` (as snappy's length preamble) and the position after it.
+
+    Raises:
+        ValueError: it runs past the end of ``data``.
+    """
+    try:
+        return _read_varint(data, pos)
+    except IndexError:
+        raise ValueError(f"a varint runs past the end of its {len(data)} bytes") from None
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
@@ -99,6 +114,11 @@ def _varint(n: int) -> bytes:
 def integer(n: int) -> bytes:
     """``n`` as a compact i16, i32 or i64 value (a zigzag varint)."""
     return _varint(n << 1 if n >= 0 else (-n << 1) - 1)
+
+
+def binary(value: bytes) -> bytes:
+    """``value`` as a compact binary value (its length, then its bytes)."""
+    return _varint(len(value)) + value
 
 
 def list_header(element: int, size: int) -> bytes:
@@ -241,6 +261,17 @@ def _field_header(field: int, kind: int, last: int) -> bytes:
     if 0 < field - last <= 15:
         return bytes(((field - last) << 4 | kind,))
     return bytes((kind,)) + integer(field)
+
+
+def write_struct(fields: Iterable[tuple[int, int, bytes]]) -> bytes:
+    """A struct of ``fields`` (id, compact type, value bytes as they lie; a boolean's value is
+    its type and its bytes empty), in ascending id order, with its stop byte."""
+    out: list[bytes] = []
+    last = 0
+    for field, kind, value in fields:
+        out += (_field_header(field, kind, last), value)
+        last = field
+    return b"".join((*out, bytes((STOP,))))
 
 
 def edit_struct(data: bytes, pos: int, edits: Edits) -> tuple[bytes, int]:

@@ -72,6 +72,7 @@ __all__ = (
     "PatchRange",
     "Piece",
     "Patch",
+    "patch_footer",
     "Assembly",
     "assemble",
     "check_output",
@@ -136,6 +137,20 @@ class Patch:
         if len(found) != 1:
             raise ValueError(f"a patch of {len(found)} row groups")
         return found[0]
+
+
+def patch_footer(template: bytes, group: bytes) -> bytes:
+    """The footer span of a patch's file made without its writer (``rlcd.parquet.transcode``):
+    ``template``, the footer span of the file that writer writes without a row group, holding
+    the ``RowGroup`` entry ``group`` alone.
+
+    Raises:
+        ValueError: the template or the entry does not parse.
+    """
+    rows = integer_field(group, spans(group), GROUP_NUM_ROWS)
+    if rows is None:
+        raise ValueError("a patch's row group without a row count")
+    return _footer(metadata(template), rows, [group])
 
 
 @dataclass(frozen=True, slots=True)

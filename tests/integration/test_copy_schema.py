@@ -14,6 +14,7 @@ import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import deltalake
 import pyarrow as pa
@@ -23,10 +24,12 @@ import pytest
 from deltalake import WriterProperties
 from deltalake.transaction import AddAction
 
+from rlcd.compaction._patches import PatchFile
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.delta.load import load_snapshot
 from rlcd.operations._dv_writer import delete_rows
+from rlcd.parquet.assemble import Patch
 from rlcd.storage import open_store
 from rlcd.storage.metered import MeteredStore
 from tests.integration.tables import S3Mirror, batch, delta_rs_rows, kernel_rows
@@ -60,9 +63,10 @@ def _delta_rs(path: Path, table: pa.Table) -> None:
     )
 
 
-def _pyarrow(path: Path, table: pa.Table, name: str) -> None:
-    """A file pyarrow writes with its defaults (fixed-length decimals), added to the log."""
-    pq.write_table(table, path / name, row_group_size=ROW_GROUP)
+def _pyarrow(path: Path, table: pa.Table, name: str, **options: Any) -> None:
+    """A file pyarrow writes with its defaults (fixed-length decimals) but ``options``, added
+    to the log."""
+    pq.write_table(table, path / name, row_group_size=ROW_GROUP, **options)
     add = AddAction(
         name,
         (path / name).stat().st_size,
@@ -180,6 +184,20 @@ async def alternating_decimals(path: Path) -> list[pa.Table]:
     return tables
 
 
+async def _alternating_split(path: Path) -> list[pa.Table]:
+    """:func:`alternating_decimals` with the pyarrow files' decimals in BYTE_STREAM_SPLIT
+    pages, which ``rlcd.parquet.transcode`` does not know: decoded and encoded instead."""
+    tables = [_nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP) for i in range(4)]
+    for i, table in enumerate(tables):
+        if i % 2:
+            split = {"price": "BYTE_STREAM_SPLIT"}
+            name = f"part-{i}-pyarrow.parquet"
+            _pyarrow(path, table, name, use_dictionary=["id"], column_encoding=split)
+        else:
+            _delta_rs(path, table)
+    return tables
+
+
 async def _alternating_partitioned(path: Path) -> list[pa.Table]:
     """The same in two partitions, a bin each."""
     tables = []
@@ -201,18 +219,31 @@ async def _alternating_partitioned(path: Path) -> list[pa.Table]:
 
 
 @pytest.mark.parametrize(
-    ("make", "copied"),
-    [(alternating_decimals, [12]), (_alternating_partitioned, [4, 4])],
-    ids=["one-bin", "partitioned"],
+    ("make", "copied", "decoded"),
+    [
+        (alternating_decimals, [12], 0),
+        (_alternating_partitioned, [4, 4], 0),
+        (_alternating_split, [12], 6),
+    ],
+    ids=["one-bin", "partitioned", "split-decoded"],
 )
 async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
-    tmp_path: Path, make: object, copied: list[int]
+    tmp_path: Path, make: object, copied: list[int], decoded: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Bins mixing delta-rs files (INT64 decimals) with pyarrow files (fixed-length ones, with
     nulls): every row group is copied, the pyarrow ones but for their price chunks, which are
-    re-encoded as INT64. Each output reads back through pyarrow as its sources' rows in write
-    order, like the re-encode path's, through delta-rs and the kernel as the table's rows, and
-    its decimal stats are the live rows' exact bounds."""
+    transcoded into INT64 (or where the transcoder does not know their pages, ``decoded`` of
+    them, decoded and encoded again). Each output reads back through pyarrow as its sources'
+    rows in write order, like the re-encode path's, through delta-rs and the kernel as the
+    table's rows, and its decimal stats are the live rows' exact bounds."""
+    patches: list[pa.Table] = []
+    original = PatchFile.add
+
+    def counted(self: PatchFile, table: pa.Table) -> Patch:
+        patches.append(table)
+        return original(self, table)
+
+    monkeypatch.setattr(PatchFile, "add", counted)
     auto, reencoded = tmp_path / "auto", tmp_path / "reencode"
     auto.mkdir()
     tables = await make(auto)  # type: ignore[operator]
@@ -229,6 +260,7 @@ async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
     assert all(0 < c.patched_row_groups < c.copied_row_groups for c in plans)
     assert all(0 < c.patched_bytes < c.copied_bytes for c in plans)
     version = report.committed_version or 0
+    assert len(patches) == decoded
     _same_outputs(auto, reencoded, version)
     assert delta_rs_rows(auto) == before == kernel_rows(auto)
     adds, _ = _commit(auto, version)

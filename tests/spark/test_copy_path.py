@@ -149,7 +149,7 @@ def test_spark_reads_copied_outputs_and_runs_dml_on_them(
 
 def test_spark_reads_row_groups_copied_with_patched_decimals(spark: Any, tmp_path: Path) -> None:
     """delta-rs files (INT64 decimals) and pyarrow files (fixed-length ones, with nulls) in
-    turn: rlcd copies every row group, the pyarrow ones with their decimal chunks re-encoded
+    turn: rlcd copies every row group, the pyarrow ones with their decimal chunks transcoded
     as INT64 between copied chunks; both of Spark's readers read the rows they read before."""
     path = tmp_path / "t"
     path.mkdir()
