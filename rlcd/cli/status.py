@@ -108,13 +108,18 @@ async def _table_status(settings: Settings, uri: TableUri, store: ObjectStore) -
 
 
 async def _last_compaction(store: ObjectStore, version: int) -> str | None:
-    """When rlcd last compacted the table, from the newest commits (None: not recently)."""
+    """When rlcd last compacted the table, from the newest commits (None: not recently): its
+    OPTIMIZE commits, not its deletes or property changes."""
     for v in range(version, max(-1, version - _HISTORY), -1):
         info = next(
             (a for a in await read_commit(store, v, table=store.root) if isinstance(a, CommitInfo)),
             None,
         )
-        if info is None or not str(info.extra.get("engineInfo", "")).startswith("rlcd/"):
+        if (
+            info is None
+            or info.operation != "OPTIMIZE"
+            or not str(info.extra.get("engineInfo", "")).startswith("rlcd/")
+        ):
             continue
         when = info.in_commit_timestamp or info.timestamp
         stamp = dt.datetime.fromtimestamp(when / 1000, dt.UTC).isoformat() if when else "?"
@@ -146,8 +151,8 @@ def _print_status(
         print(f"  cannot read: {status['error']}", file=out)
         return
     print(
-        f"  version {status['version']}, {status['files']} files, {status['small_files']} to "
-        f"compact ({status['bytes_to_compact']} bytes)",
+        f"  version {status['version']}, {count(status['files'], 'file')}, "
+        f"{status['small_files']} to compact ({status['bytes_to_compact']} bytes)",
         file=out,
     )
     print(f"  last rlcd compaction: {status['last_compaction'] or 'none recently'}", file=out)

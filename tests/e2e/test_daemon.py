@@ -370,7 +370,7 @@ def test_config_check_run_once_and_status_on_local_tables(tmp_path: Path) -> Non
     assert once.returncode == 0, once.stdout + once.stderr
     assert once.stdout.count('"event": "bin_committed"') == 2
     after = rlcd_cli("status", "--config", "rlcd.toml", cwd=tmp_path)
-    assert after.stdout.count("version 3, 1 files, 0 to compact") == 2
+    assert after.stdout.count("version 3, 1 file, 0 to compact") == 2
     assert after.stdout.count("last rlcd compaction: version 3 at ") == 2
     for name in ("a", "b"):
         assert live_files(tmp_path / "tables" / name) == 1
