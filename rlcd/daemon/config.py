@@ -1023,6 +1023,17 @@ def render_policies(settings: Settings) -> str:
             f"{d.key} {d.prefix}/ (depth <= {d.max_depth}, {rules}, every "
             f"{_seconds(d.interval_s)}): {_describe(found)}"
         )
+    lines.append(f"daemon: {_daemon(settings.daemon)}")
     if not settings.tables and not settings.discover:
         lines.append("no [[table]] or [[discover]] entries: nothing to compact")
     return "\n".join(lines)
+
+
+def _daemon(d: DaemonSettings) -> str:
+    lease = f"a lease of {_seconds(d.lease_ttl_s)}" if d.lease else "no lease"
+    return (
+        f"poll every {_seconds(d.poll_interval_s)}, {d.bins_in_flight} bins in flight within "
+        f"{_bytes(d.memory_budget)}, snapshots within {_bytes(d.snapshot_memory)} (released "
+        f"after {_seconds(d.snapshot_idle_s)} idle), {lease}, orphans deleted after "
+        f"{_seconds(d.orphan_grace_s)}, {_seconds(d.shutdown_grace_s)} to finish on SIGTERM"
+    )

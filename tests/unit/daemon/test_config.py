@@ -628,6 +628,16 @@ def test_render_shows_every_effective_policy() -> None:
     assert "quarantine a source after 3 failed reads until a reload" in render_policies(
         parse('[policy]\nquarantine_for = "none"')
     )
+    assert lines[-1].startswith("daemon: poll every ")
+    assert render_policies(parse("")).splitlines()[-2] == (
+        "daemon: poll every 10s, 4 bins in flight within 1 GiB, snapshots within 1 GiB "
+        "(released after 10m idle), a lease of 1m, orphans deleted after 1h, 1m to finish on "
+        "SIGTERM"
+    )
+    settings = parse('[daemon]\nsnapshot_memory = "256MiB"\nlease = false\n')
+    assert "snapshots within 256 MiB (released after 10m idle), no lease" in render_policies(
+        settings
+    )
 
 
 def test_render_shows_an_encodings_override() -> None:
