@@ -239,7 +239,7 @@ class _Pages:
         kind = integer_field(data, header, _TYPE)
         size = integer_field(data, header, _UNCOMPRESSED)
         stored = integer_field(data, header, _COMPRESSED)
-        if size is None or stored is None or end + stored > len(data) or stored < 0:
+        if size is None or stored is None or end + stored > len(data) or min(size, stored) < 0:
             raise UntranscodableError("a page header without its sizes, or past the chunk")
         page = data[end : end + stored]
         at = self.size

@@ -171,6 +171,18 @@ def test_a_page_shorter_than_its_header_says_is_refused(codec: str) -> None:
         )
 
 
+def test_a_negative_page_size_is_refused() -> None:
+    """A page header whose uncompressed size is negative: refused, not pyarrow's SystemError
+    escaping (zstd takes the size it is told)."""
+    table = pa.table({"d": _values(12, 2, 1_000, nulls=True)})
+    body, chunk, column = _chunk(_file(table, integers=False, compression="zstd"))
+    end = skip(body, 0, STRUCT)
+    negative = edit_struct(body, 0, {2: lambda _: -5})[0] + body[end:]
+    source, target = Storage(FIXED, column.length), Storage(INT64, 8)
+    with pytest.raises(UntranscodableError, match="sizes"):
+        transcode_chunk(negative, chunk, source, target, levels=1, at=4)
+
+
 def test_an_unknown_page_header_field_is_refused() -> None:
     """A page header with a field parquet.thrift (as this package knows it) has not."""
     table = pa.table({"d": _values(12, 2, 1_000, nulls=True)})
