@@ -286,6 +286,44 @@ async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
         assert stats["nullCount"]["price"] == live["price"].null_count > 0
 
 
+async def test_recompress_transcodes_no_chunk_of_another_codec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``recompress`` (zstd), a pyarrow file whose price chunks alone are snappy: its row
+    groups are copied, but their price chunks decoded and encoded (the transcoder keeps a
+    chunk's codec), so every chunk of the output is zstd and its rows are the table's."""
+    patches: list[pa.Table] = []
+    original = PatchFile.add
+
+    def counted(self: PatchFile, table: pa.Table) -> Patch:
+        patches.append(table)
+        return original(self, table)
+
+    monkeypatch.setattr(PatchFile, "add", counted)
+    for i in range(2):
+        deltalake.write_deltalake(
+            str(tmp_path),
+            _nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP),
+            mode="append",
+            writer_properties=WriterProperties(max_row_group_size=ROW_GROUP, compression="ZSTD"),
+        )
+    table = _nullable(6 * ROW_GROUP, 2 * ROW_GROUP)
+    codecs = {name: "snappy" if name == "price" else "zstd" for name in table.column_names}
+    _pyarrow(tmp_path, table, "part-6-pyarrow.parquet", compression=codecs)
+    before = delta_rs_rows(tmp_path)
+    report = await _compact(str(tmp_path), recompress=True, **COPY_ALL)
+    assert [b.copied_row_groups for b in report.committed] == [8] and len(patches) == 2
+    assert delta_rs_rows(tmp_path) == before == kernel_rows(tmp_path)
+    (add,), _ = _commit(tmp_path, report.committed_version or 0)
+    meta = pq.read_metadata(tmp_path / add["path"])
+    codecs_written = {
+        meta.row_group(g).column(c).compression
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+    }
+    assert codecs_written == {"ZSTD"}
+
+
 async def test_patched_row_groups_on_s3_fetch_only_the_columns_they_need(
     tmp_path: Path, s3_bucket: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -183,6 +183,17 @@ def test_a_negative_page_size_is_refused() -> None:
         transcode_chunk(negative, chunk, source, target, levels=1, at=4)
 
 
+def test_a_chunk_of_another_codec_than_the_one_required_is_refused() -> None:
+    """With ``recompress`` every output chunk has the output's codec: a snappy chunk is not
+    transcoded into a zstd output (the caller encodes it with zstd instead)."""
+    table = pa.table({"d": _values(12, 2, 1_000, nulls=True)})
+    body, chunk, column = _chunk(_file(table, integers=False, compression="snappy"))
+    source, target = Storage(FIXED, column.length), Storage(INT64, 8)
+    with pytest.raises(UntranscodableError, match="codec"):
+        transcode_chunk(body, chunk, source, target, levels=1, at=4, codec=6)
+    assert transcode_chunk(body, chunk, source, target, levels=1, at=4, codec=1)
+
+
 def test_an_unknown_page_header_field_is_refused() -> None:
     """A page header with a field parquet.thrift (as this package knows it) has not."""
     table = pa.table({"d": _values(12, 2, 1_000, nulls=True)})
