@@ -31,10 +31,11 @@ Reader = Callable[[int, int], bytes]
 
 class PatchFile:
     """The patches file at ``path`` (created empty by the caller), written by ``writer``'s
-    writers; :attr:`patches` in the order they were added."""
+    writers; :attr:`patches` in the order they were added. ``codec`` (Parquet's enum): the
+    codec a transcoded chunk must have (it keeps its own), None for any."""
 
-    def __init__(self, path: str, writer: WriterFactory) -> None:
-        self._path, self._writer = path, writer
+    def __init__(self, path: str, writer: WriterFactory, codec: int | None = None) -> None:
+        self._path, self._writer, self._codec = path, writer, codec
         self._size = 0
         self._templates: dict[pa.Schema, bytes] = {}
         self.patches: list[Patch] = []
@@ -73,7 +74,7 @@ class PatchFile:
                 stored = Storage.of(column.physical_type, column.length or 0)
                 wanted = Storage.of(output.physical_type, output.length or 0)
                 columns.append(Column(index, stored, wanted, column.max_definition_level))
-            body, group = transcode_row_group(step.group, columns, read)
+            body, group = transcode_row_group(step.group, columns, read, self._codec)
         except UntranscodableError:
             return None
         return self._append(body, patch_footer(template, group))

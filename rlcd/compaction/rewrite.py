@@ -975,6 +975,12 @@ def _variants(bin_: Bin, settings: RewriteSettings) -> list[RewriteSettings]:
     ]
 
 
+def _copy_codec(settings: RewriteSettings) -> int | None:
+    """The codec (Parquet's enum) every chunk a copy keeps must have: the output's with
+    ``recompress``, else any (None)."""
+    return _PARQUET_CODECS[settings.codec] if settings.recompress else None
+
+
 def _choose(
     bin_: Bin, settings: RewriteSettings, adds: Sequence[AddFile], spans: Sequence[bytes]
 ) -> tuple[int, CopyPlan, list[RewriteSettings], list[bytes]]:
@@ -990,7 +996,7 @@ def _choose(
         sources,
         [OutputSchema.of(_tail_footer(empty)) for empty in empties],
         settings.min_copy_row_group,
-        codec=_PARQUET_CODECS[settings.codec] if settings.recompress else None,
+        codec=_copy_codec(settings),
         # columns matched by field id, or partition columns, are never patched (fail closed)
         patchable=frozenset()
         if settings.read.by_field_id
@@ -1325,7 +1331,9 @@ async def _encode_steps(
     patches file, and lay the output out."""
     stats = StatsAccumulator(settings.stats, footer_schema=_output_schema(settings))
     encoder = _Encoder(settings, local.encoded, stats, footer_stats=False)
-    patches = PatchFile(local.patches, partial(_patch_writer, settings=settings))
+    patches = PatchFile(
+        local.patches, partial(_patch_writer, settings=settings), _copy_codec(settings)
+    )
     steps = _Steps(store, bin_, settings, planned, encoder, patches)
     try:
         plan = await steps.run()

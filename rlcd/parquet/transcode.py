@@ -239,7 +239,7 @@ class _Pages:
         kind = integer_field(data, header, _TYPE)
         size = integer_field(data, header, _UNCOMPRESSED)
         stored = integer_field(data, header, _COMPRESSED)
-        if size is None or stored is None or end + stored > len(data) or stored < 0:
+        if size is None or stored is None or end + stored > len(data) or min(size, stored) < 0:
             raise UntranscodableError("a page header without its sizes, or past the chunk")
         page = data[end : end + stored]
         at = self.size
@@ -363,18 +363,26 @@ def _statistics(chunk: bytes, at: int, source: Storage, target: Storage) -> byte
 
 
 def transcode_chunk(
-    data: bytes, chunk: bytes, source: Storage, target: Storage, *, levels: int, at: int
+    data: bytes,
+    chunk: bytes,
+    source: Storage,
+    target: Storage,
+    *,
+    levels: int,
+    at: int,
+    codec: int | None = None,
 ) -> tuple[bytes, bytes]:
     """A top-level decimal column chunk (its bytes ``data`` and ``ColumnChunk`` struct
     ``chunk``) stored as ``target`` instead of ``source``: its bytes, and its ``ColumnChunk``
     for those bytes written at ``at`` of their file. ``levels``: its maximum definition level
-    (0 or 1; it is not repeated).
+    (0 or 1; it is not repeated). ``codec``: the codec (Parquet's enum) the chunk must have,
+    as the output's with ``recompress`` (it is kept); None for any.
 
     Raises:
         UntranscodableError: anything this module does not transcode (the caller decodes).
     """
     try:
-        return _transcoded(data, chunk, source, target, levels, at)
+        return _transcoded(data, chunk, source, target, levels, at, codec)
     except (ValueError, KeyError) as exc:  # a struct that does not parse
         if isinstance(exc, UntranscodableError):
             raise
@@ -382,7 +390,13 @@ def transcode_chunk(
 
 
 def _transcoded(
-    data: bytes, chunk: bytes, source: Storage, target: Storage, levels: int, at: int
+    data: bytes,
+    chunk: bytes,
+    source: Storage,
+    target: Storage,
+    levels: int,
+    at: int,
+    required: int | None,
 ) -> tuple[bytes, bytes]:
     unknown = unknown_fields(chunk, "ColumnChunk")
     fields = spans(chunk)
@@ -391,7 +405,11 @@ def _transcoded(
     meta_at = fields[CHUNK_META][3]
     meta = spans(chunk, meta_at)
     codec = integer_field(chunk, meta, META_CODEC)
-    if integer_field(chunk, meta, _META_TYPE) != source.physical or codec not in _CODECS:
+    if (
+        integer_field(chunk, meta, _META_TYPE) != source.physical
+        or codec not in _CODECS
+        or required not in (None, codec)
+    ):
         raise UntranscodableError(f"a chunk of another type, or of codec {codec}")
     pages, pos = _Pages(source, target, _CODECS[codec], levels), 0
     while pos < len(data):
@@ -432,11 +450,15 @@ class Column:
 
 
 def transcode_row_group(
-    group: bytes, columns: Sequence[Column], read: Callable[[int, int], bytes]
+    group: bytes,
+    columns: Sequence[Column],
+    read: Callable[[int, int], bytes],
+    codec: int | None = None,
 ) -> tuple[bytes, bytes]:
     """The chunks of ``columns`` of the ``RowGroup`` struct ``group`` (their bytes ``[start,
     stop)`` of its file from ``read``) transcoded, as they lie in a file of their own after its
-    magic: their bytes one after another, and that file's ``RowGroup`` entry.
+    magic: their bytes one after another, and that file's ``RowGroup`` entry. ``codec``: as
+    :func:`transcode_chunk`'s.
 
     Raises:
         UntranscodableError: a chunk this module does not transcode.
@@ -458,6 +480,7 @@ def transcode_row_group(
             column.target,
             levels=column.levels,
             at=at,
+            codec=codec,
         )
         body.append(data)
         structs.append(chunk)

@@ -218,6 +218,19 @@ async def _alternating_partitioned(path: Path) -> list[pa.Table]:
     return tables
 
 
+def _decoded_patches(monkeypatch: pytest.MonkeyPatch) -> list[pa.Table]:
+    """The patches decoded and encoded from now on (those the transcoder did not take)."""
+    patches: list[pa.Table] = []
+    original = PatchFile.add
+
+    def counted(self: PatchFile, table: pa.Table) -> Patch:
+        patches.append(table)
+        return original(self, table)
+
+    monkeypatch.setattr(PatchFile, "add", counted)
+    return patches
+
+
 @pytest.mark.parametrize(
     ("make", "copied", "decoded"),
     [
@@ -236,14 +249,7 @@ async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
     them, decoded and encoded again). Each output reads back through pyarrow as its sources'
     rows in write order, like the re-encode path's, through delta-rs and the kernel as the
     table's rows, and its decimal stats are the live rows' exact bounds."""
-    patches: list[pa.Table] = []
-    original = PatchFile.add
-
-    def counted(self: PatchFile, table: pa.Table) -> Patch:
-        patches.append(table)
-        return original(self, table)
-
-    monkeypatch.setattr(PatchFile, "add", counted)
+    patches = _decoded_patches(monkeypatch)
     auto, reencoded = tmp_path / "auto", tmp_path / "reencode"
     auto.mkdir()
     tables = await make(auto)  # type: ignore[operator]
@@ -284,6 +290,99 @@ async def test_decimals_stored_otherwise_are_patched_into_copied_row_groups(
             assert Decimal(str(stats["minValues"][column])) == bounds["min"]
             assert Decimal(str(stats["maxValues"][column])) == bounds["max"]
         assert stats["nullCount"]["price"] == live["price"].null_count > 0
+
+
+_BOUNDARIES = ((1, 0), (4, 4), (9, 2), (10, 0), (18, 6), (18, 18))
+"""Decimal types at the storage boundaries: INT32 to 9 digits, INT64 from 10 (delta-rs),
+fixed-length bytes of 1 to 8 (pyarrow)."""
+
+
+def _boundaries(start: int, n: int) -> pa.Table:
+    """Rows of each of :data:`_BOUNDARIES` (its largest and smallest values first, every
+    ninth null), a decimal that is always null, and one null in the first half of the rows."""
+    columns: dict[str, pa.Array] = {"id": pa.array(range(start, start + n), pa.int64())}
+    for precision, scale in _BOUNDARIES:
+        top = 10**precision - 1
+        units = [top, -top] + [(i * 7919) % (2 * top + 1) - top for i in range(start, start + n)]
+        values = [None if i % 9 == 4 else Decimal(u).scaleb(-scale) for i, u in enumerate(units)]
+        columns[f"d{precision}_{scale}"] = pa.array(values[:n], pa.decimal128(precision, scale))
+    columns["empty"] = pa.array([None] * n, pa.decimal128(9, 2))
+    halves = [None if i < n // 2 else Decimal(start - i).scaleb(-3) for i in range(n)]
+    columns["half"] = pa.array(halves, pa.decimal128(12, 3))
+    return pa.table(columns)
+
+
+async def test_integers_are_transcoded_into_fixed_length_bytes_at_each_boundary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delta-rs file's INT32 and INT64 decimals patched into a bin of pyarrow files (fixed-
+    length bytes of 1 to 8), every chunk transcoded: the output is the re-encode path's (rows,
+    stats), delta-rs and the kernel read the table's rows, and every chunk's bounds and null
+    count are its rows'."""
+    patches = _decoded_patches(monkeypatch)
+    auto, reencoded = tmp_path / "auto", tmp_path / "reencode"
+    auto.mkdir()
+    _delta_rs(auto, _boundaries(0, 2 * ROW_GROUP))
+    (written,) = auto.glob("*.parquet")
+    schema = pq.read_metadata(written).schema
+    assert {schema.column(i).physical_type for i in range(1, len(schema))} == {"INT32", "INT64"}
+    for i in range(2):
+        _pyarrow(auto, _boundaries((i + 2) * ROW_GROUP, 2 * ROW_GROUP), f"part-{i}.parquet")
+    shutil.copytree(auto, reencoded)
+    before = delta_rs_rows(auto)
+    report = await _compact(str(auto), rewrite="auto", **COPY_ALL)
+    await _compact(str(reencoded), rewrite="reencode", **COPY_ALL)
+    assert [b.copied_row_groups for b in report.committed] == [6] and not patches
+    version = report.committed_version or 0
+    _same_outputs(auto, reencoded, version)
+    assert delta_rs_rows(auto) == before == kernel_rows(auto)
+    (add,), _ = _commit(auto, version)
+    output = pq.ParquetFile(auto / add["path"])
+    meta = output.metadata
+    assert {meta.schema.column(i).physical_type for i in range(1, meta.num_columns)} == {
+        "FIXED_LEN_BYTE_ARRAY"
+    }
+    for g in range(meta.num_row_groups):
+        rows = output.read_row_group(g)
+        for c in range(1, meta.num_columns):
+            column, stats = rows.column(c), meta.row_group(g).column(c).statistics
+            assert stats.null_count == column.null_count
+            bounds = pc.min_max(column).as_py()
+            assert (stats.min, stats.max) == (
+                (bounds["min"], bounds["max"]) if stats.has_min_max else (None, None)
+            )
+            assert stats.has_min_max == (bounds["min"] is not None)
+
+
+async def test_recompress_transcodes_no_chunk_of_another_codec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``recompress`` (zstd), a pyarrow file whose price chunks alone are snappy: its row
+    groups are copied, but their price chunks decoded and encoded (the transcoder keeps a
+    chunk's codec), so every chunk of the output is zstd and its rows are the table's."""
+    patches = _decoded_patches(monkeypatch)
+    for i in range(2):
+        deltalake.write_deltalake(
+            str(tmp_path),
+            _nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP),
+            mode="append",
+            writer_properties=WriterProperties(max_row_group_size=ROW_GROUP, compression="ZSTD"),
+        )
+    table = _nullable(6 * ROW_GROUP, 2 * ROW_GROUP)
+    codecs = {name: "snappy" if name == "price" else "zstd" for name in table.column_names}
+    _pyarrow(tmp_path, table, "part-6-pyarrow.parquet", compression=codecs)
+    before = delta_rs_rows(tmp_path)
+    report = await _compact(str(tmp_path), recompress=True, **COPY_ALL)
+    assert [b.copied_row_groups for b in report.committed] == [8] and len(patches) == 2
+    assert delta_rs_rows(tmp_path) == before == kernel_rows(tmp_path)
+    (add,), _ = _commit(tmp_path, report.committed_version or 0)
+    meta = pq.read_metadata(tmp_path / add["path"])
+    codecs_written = {
+        meta.row_group(g).column(c).compression
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+    }
+    assert codecs_written == {"ZSTD"}
 
 
 async def test_patched_row_groups_on_s3_fetch_only_the_columns_they_need(

@@ -136,6 +136,27 @@ def test_a_dictionary_that_falls_back_to_plain_pages_and_a_required_column() -> 
     _check(data, _transcoded(data, integers=True), "INT64")
 
 
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("dictionary", [True, False])
+@pytest.mark.parametrize("nulls", ["all", "first half"])
+def test_null_pages_and_chunks_with_checksums_both_ways(
+    version: str, dictionary: bool, nulls: str
+) -> None:
+    """A chunk of nulls only, or whose first pages are nulls only (no values to convert), of
+    a writer that checksums its pages and writes a page index: pyarrow reads the transcoded
+    chunk back, checking the checksums left."""
+    values = _values(10, 3, 2_000, nulls=False).to_pylist()
+    rows = [None if nulls == "all" or i < 1_000 else v for i, v in enumerate(values)]
+    table = pa.table({"d": pa.array(rows, pa.decimal128(10, 3))})
+    options = {"data_page_version": version, "use_dictionary": dictionary, "data_page_size": 500}
+    checked = {"write_page_checksum": True, "write_page_index": True, "compression": "snappy"}
+    for integers, physical in ((False, "INT64"), (True, "FIXED_LEN_BYTE_ARRAY")):
+        data = _file(table, integers=integers, **options, **checked)
+        out = _transcoded(data, integers=not integers)
+        _check(data, out, physical)
+        pq.ParquetFile(pa.BufferReader(out), page_checksum_verification=True).read()
+
+
 def test_other_encodings_are_refused() -> None:
     """A DELTA_BINARY_PACKED chunk is not transcoded (the caller decodes it instead)."""
     table = pa.table({"d": _values(12, 2, 1_000, nulls=True)})
@@ -169,6 +190,29 @@ def test_a_page_shorter_than_its_header_says_is_refused(codec: str) -> None:
         transcode_chunk(
             grown, chunk, Storage(FIXED, column.length), Storage(INT64, 8), levels=1, at=4
         )
+
+
+def test_a_negative_page_size_is_refused() -> None:
+    """A page header whose uncompressed size is negative: refused, not pyarrow's SystemError
+    escaping (zstd takes the size it is told)."""
+    table = pa.table({"d": _values(12, 2, 1_000, nulls=True)})
+    body, chunk, column = _chunk(_file(table, integers=False, compression="zstd"))
+    end = skip(body, 0, STRUCT)
+    negative = edit_struct(body, 0, {2: lambda _: -5})[0] + body[end:]
+    source, target = Storage(FIXED, column.length), Storage(INT64, 8)
+    with pytest.raises(UntranscodableError, match="sizes"):
+        transcode_chunk(negative, chunk, source, target, levels=1, at=4)
+
+
+def test_a_chunk_of_another_codec_than_the_one_required_is_refused() -> None:
+    """With ``recompress`` every output chunk has the output's codec: a snappy chunk is not
+    transcoded into a zstd output (the caller encodes it with zstd instead)."""
+    table = pa.table({"d": _values(12, 2, 1_000, nulls=True)})
+    body, chunk, column = _chunk(_file(table, integers=False, compression="snappy"))
+    source, target = Storage(FIXED, column.length), Storage(INT64, 8)
+    with pytest.raises(UntranscodableError, match="codec"):
+        transcode_chunk(body, chunk, source, target, levels=1, at=4, codec=6)
+    assert transcode_chunk(body, chunk, source, target, levels=1, at=4, codec=1)
 
 
 def test_an_unknown_page_header_field_is_refused() -> None:
