@@ -19,7 +19,8 @@ decodes and encodes those chunks as before. Pure: bytes in, bytes out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final
 
@@ -362,6 +363,17 @@ def _statistics(chunk: bytes, at: int, source: Storage, target: Storage) -> byte
     return _rebuilt(chunk, at, values)
 
 
+@contextmanager
+def _refusing(what: str) -> Iterator[None]:
+    """A struct that does not parse (``ValueError``, ``KeyError``) as a refusal."""
+    try:
+        yield
+    except UntranscodableError:
+        raise
+    except (ValueError, KeyError) as exc:
+        raise UntranscodableError(f"{what} that does not parse: {exc}") from exc
+
+
 def transcode_chunk(
     data: bytes,
     chunk: bytes,
@@ -381,61 +393,49 @@ def transcode_chunk(
     Raises:
         UntranscodableError: anything this module does not transcode (the caller decodes).
     """
-    try:
-        return _transcoded(data, chunk, source, target, levels, at, codec)
-    except (ValueError, KeyError) as exc:  # a struct that does not parse
-        if isinstance(exc, UntranscodableError):
-            raise
-        raise UntranscodableError(f"a chunk that does not parse: {exc}") from exc
-
-
-def _transcoded(
-    data: bytes,
-    chunk: bytes,
-    source: Storage,
-    target: Storage,
-    levels: int,
-    at: int,
-    required: int | None,
-) -> tuple[bytes, bytes]:
-    unknown = unknown_fields(chunk, "ColumnChunk")
-    fields = spans(chunk)
-    if unknown or levels not in (0, 1) or fields.keys() & set(_CHUNK_ENCRYPTION):
-        raise UntranscodableError(f"a chunk of levels {levels}, fields {unknown or sorted(fields)}")
-    meta_at = fields[CHUNK_META][3]
-    meta = spans(chunk, meta_at)
-    codec = integer_field(chunk, meta, META_CODEC)
-    if (
-        integer_field(chunk, meta, _META_TYPE) != source.physical
-        or codec not in _CODECS
-        or required not in (None, codec)
-    ):
-        raise UntranscodableError(f"a chunk of another type, or of codec {codec}")
-    pages, pos = _Pages(source, target, _CODECS[codec], levels), 0
-    while pos < len(data):
-        pos = pages.add(data, pos)
-    if pages.first_data is None or (META_DICTIONARY_PAGE in meta) != (pages.dictionary is not None):
-        raise UntranscodableError("a chunk without data pages, or a dictionary page unsaid")
-    edits: dict[int, bytes | None] = {
-        _META_TYPE: integer(target.physical),
-        META_UNCOMPRESSED_SIZE: integer(pages.uncompressed),
-        META_COMPRESSED_SIZE: integer(pages.size),
-        META_DATA_PAGE: integer(at + pages.first_data),
-        _META_SIZE_STATISTICS: None,
-        **dict.fromkeys(META_BLOOM_FILTER),
-    }
-    if pages.dictionary is not None:
-        edits[META_DICTIONARY_PAGE] = integer(at + pages.dictionary)
-    if META_STATISTICS in meta:
-        edits[META_STATISTICS] = _statistics(chunk, meta[META_STATISTICS][3], source, target)
-    offset = integer_field(chunk, fields, _CHUNK_FILE_OFFSET)
-    chunk_edits: dict[int, bytes | None] = {
-        CHUNK_META: _rebuilt(chunk, meta_at, edits),
-        **dict.fromkeys(_CHUNK_INDEXES),
-    }
-    if offset:
-        chunk_edits[_CHUNK_FILE_OFFSET] = integer(at)
-    return b"".join(pages.out), _rebuilt(chunk, 0, chunk_edits)
+    with _refusing("a chunk"):
+        unknown = unknown_fields(chunk, "ColumnChunk")
+        fields = spans(chunk)
+        if unknown or levels not in (0, 1) or fields.keys() & set(_CHUNK_ENCRYPTION):
+            raise UntranscodableError(
+                f"a chunk of levels {levels}, fields {unknown or sorted(fields)}"
+            )
+        meta_at = fields[CHUNK_META][3]
+        meta = spans(chunk, meta_at)
+        kept = integer_field(chunk, meta, META_CODEC)
+        if (
+            integer_field(chunk, meta, _META_TYPE) != source.physical
+            or kept not in _CODECS
+            or codec not in (None, kept)
+        ):
+            raise UntranscodableError(f"a chunk of another type, or of codec {kept}")
+        pages, pos = _Pages(source, target, _CODECS[kept], levels), 0
+        while pos < len(data):
+            pos = pages.add(data, pos)
+        if pages.first_data is None or (META_DICTIONARY_PAGE in meta) != (
+            pages.dictionary is not None
+        ):
+            raise UntranscodableError("a chunk without data pages, or a dictionary page unsaid")
+        edits: dict[int, bytes | None] = {
+            _META_TYPE: integer(target.physical),
+            META_UNCOMPRESSED_SIZE: integer(pages.uncompressed),
+            META_COMPRESSED_SIZE: integer(pages.size),
+            META_DATA_PAGE: integer(at + pages.first_data),
+            _META_SIZE_STATISTICS: None,
+            **dict.fromkeys(META_BLOOM_FILTER),
+        }
+        if pages.dictionary is not None:
+            edits[META_DICTIONARY_PAGE] = integer(at + pages.dictionary)
+        if META_STATISTICS in meta:
+            edits[META_STATISTICS] = _statistics(chunk, meta[META_STATISTICS][3], source, target)
+        offset = integer_field(chunk, fields, _CHUNK_FILE_OFFSET)
+        chunk_edits: dict[int, bytes | None] = {
+            CHUNK_META: _rebuilt(chunk, meta_at, edits),
+            **dict.fromkeys(_CHUNK_INDEXES),
+        }
+        if offset:
+            chunk_edits[_CHUNK_FILE_OFFSET] = integer(at)
+        return b"".join(pages.out), _rebuilt(chunk, 0, chunk_edits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,12 +463,10 @@ def transcode_row_group(
     Raises:
         UntranscodableError: a chunk this module does not transcode.
     """
-    try:
+    with _refusing("a row group"):
         chunks = struct_list(group, spans(group)[GROUP_COLUMNS][3])[0]
         found = chunk_spans(group)
         rows = integer_field(group, spans(group), GROUP_NUM_ROWS)
-    except (ValueError, KeyError) as exc:
-        raise UntranscodableError(f"a row group that does not parse: {exc}") from exc
     body: list[bytes] = []
     structs: list[bytes] = []
     at = total = len(MAGIC)
