@@ -84,16 +84,14 @@ class FetchedSource:
         return self.spill_path
 
     def read(self, start: int, stop: int) -> bytes:
-        """The source's bytes ``[start, stop)`` (fewer past its end)."""
-        if self.data is not None:
-            return bytes(self.data[start:stop])
-        if self.file is not None:
-            read: bytes = self.file.read_at(stop - start, start)
-            return read
-        assert self.spill_path is not None, "a fetched source holds its bytes one way"
-        with open(self.spill_path, "rb") as f:
-            f.seek(start)
-            return f.read(stop - start)
+        """The source's bytes ``[start, stop)`` (fewer past its end), from :meth:`handle`."""
+        source = self.handle()
+        if isinstance(source, str):
+            with pa.OSFile(source) as f:
+                spilled: bytes = f.read_at(stop - start, start)
+            return spilled
+        read: bytes = source.read_at(stop - start, start)
+        return read
 
     def close(self) -> None:
         """Drop the bytes, delete a spill file, close a file opened in place."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -336,3 +337,19 @@ def test_files_of_another_shape_are_conformed_column_by_column(change: str) -> N
         assert out.column("b").to_pylist() == [1, 2, None]
     else:
         assert out.column("st").to_pylist() == [{"x": None, "n": 1}, None, {"x": None, "n": 3}]
+
+
+def test_a_fetched_source_reads_its_bytes_however_it_holds_them(tmp_path: Path) -> None:
+    """In memory, spilled to a file or opened in place: the same bytes, fewer past the end."""
+    data = bytes(range(100))
+    (tmp_path / "spill").write_bytes(data)
+    add = AddFile(path="f.parquet", size=100)
+    held = [
+        FetchedSource(add, "f.parquet", BitMap64(), data=bytearray(data)),
+        FetchedSource(add, "f.parquet", BitMap64(), spill_path=str(tmp_path / "spill")),
+        FetchedSource(add, "f.parquet", BitMap64(), file=pa.OSFile(str(tmp_path / "spill"))),
+    ]
+    for fetched in held:
+        assert fetched.read(10, 20) == data[10:20]
+        assert fetched.read(95, 110) == data[95:]
+        fetched.close()
