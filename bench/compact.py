@@ -350,8 +350,12 @@ class Remote:
         prefix = f"run-{self.runs}-{name}"
         self.s3.copy("golden", prefix)
         self.s3.counter.take()
+        self.s3.take_bytes()
         run = _spawn(name, self.s3.uri(prefix), target, self.s3.environment())
         requests = self.s3.counter.take()
+        wire = self.s3.take_bytes()
+        if wire is not None:
+            run["wire_bytes"] = wire
         written = {
             k: v
             for k, v in self.s3.keys(prefix).items()
@@ -372,6 +376,9 @@ def _line(name: str, run: dict[str, Any]) -> str:
     )
     if "requests" in run:
         text += f", {run['requests']} requests {run['requests_by_method']}"
+    if "wire_bytes" in run:  # --count-bytes: what the proxy carried each way, in MiB
+        wire = {way: round(n / 2**20, 1) for way, n in sorted(run["wire_bytes"].items())}
+        text += f", wire MiB {wire}"
     if "storage_bytes" in run:  # rlcd-lib: what its metered store moved, in MiB
         moved = {op: round(n / 2**20, 1) for op, n in sorted(run["storage_bytes"].items()) if n}
         text += f", storage MiB {moved}"
@@ -451,6 +458,9 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
         }
         if "requests" in results[0]:
             summary[name]["median_requests"] = statistics.median(x["requests"] for x in results)
+        if "wire_bytes" in results[0]:  # downloaded and uploaded, as a share of the table
+            moved = statistics.median(sum(x["wire_bytes"].values()) for x in results)
+            summary[name]["median_wire_share"] = moved / size
 
     def paired(slow: str, fast: str, key: str) -> float:
         """Median over repetitions of ``slow``'s ``key`` over ``fast``'s in the same one."""
@@ -468,6 +478,7 @@ def compare(args: argparse.Namespace, runner: Any, size: int) -> dict[str, Any]:
             f"{s['median_work_seconds']:7.2f} {s['median_cpu_seconds']:6.2f} "
             f"{s['peak_rss_mib']:8.0f} {s['output_mib']:8.2f} {s['median_steal_share']:6.0%}"
             + (f"  {s['median_requests']:.0f} requests" if "median_requests" in s else "")
+            + (f"  moved {s['median_wire_share']:.1%}" if "median_wire_share" in s else "")
         )
     ratios: dict[str, Any] = {}
     if "deltalake" in runs:
@@ -565,6 +576,11 @@ def main() -> int:
     parser.add_argument("--contenders", default=DEFAULT_CONTENDERS)
     parser.add_argument("--s3", action="store_true", help="compact on a moto server")
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument(
+        "--count-bytes",
+        action="store_true",
+        help="--s3: count the bytes each contender moves to and from S3, at a proxy",
+    )
     parser.add_argument("--bin-gib", help="comma-separated bin sizes: peak RSS per size")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -601,7 +617,7 @@ def main() -> int:
             if args.s3:
                 from s3env import S3Bench
 
-                with S3Bench(args.latency_ms).running() as s3:
+                with S3Bench(args.latency_ms, count_bytes=args.count_bytes).running() as s3:
                     report = compare(args, Remote(s3, table), size)
             else:
                 report = compare(args, Local(table, scratch), size)

@@ -4,7 +4,8 @@ adds latency, a request counter, and server-side copies of the table for each ru
 The proxy forwards TCP both ways; every chunk a client sends is held ``latency_ms`` before it
 is forwarded (a timestamped queue, so throughput is not cut: a request waits one latency, as on
 a network with that much delay to the store). Requests are counted by moto's request log
-(werkzeug logs one line per request), so both contenders are counted the same way.
+(werkzeug logs one line per request), so both contenders are counted the same way. With
+``--count-bytes`` the proxy runs (with no latency unless asked) to count the bytes each way.
 
 moto's server (werkzeug) closes the connection after every response, so here each request of
 either contender opens a TCP connection (one per request), where S3 keeps them open. A
@@ -20,8 +21,9 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 BUCKET = "rlcd-bench"
@@ -53,10 +55,14 @@ class RequestCounter(logging.Handler):
 
 
 class LatencyProxy:
-    """A TCP proxy on 127.0.0.1 adding ``latency_ms`` to every client-to-server chunk."""
+    """A TCP proxy on 127.0.0.1 adding ``latency_ms`` to every client-to-server chunk and
+    counting the bytes it carries each way (``up``: to the server, ``down``: to the client),
+    as the network sees them: what a compactor really downloads and uploads."""
 
     def __init__(self, upstream_port: int, latency_ms: float) -> None:
         self._upstream, self._delay = upstream_port, latency_ms / 1000
+        self._moved: collections.Counter[str] = collections.Counter()
+        self._moved_lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self.port = 0
@@ -65,6 +71,16 @@ class LatencyProxy:
     def start(self) -> None:
         self._thread.start()
         self._ready.wait(10)
+
+    def take(self) -> dict[str, int]:
+        """The bytes carried each way since the last call, and reset."""
+        with self._moved_lock:
+            moved, self._moved = dict(self._moved), collections.Counter()
+        return moved
+
+    def _count(self, way: str, n: int) -> None:
+        with self._moved_lock:
+            self._moved[way] += n
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
@@ -92,8 +108,8 @@ class LatencyProxy:
             return
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer, self._delay),
-                self._pipe(up_reader, writer, 0.0),
+                self._pipe(reader, up_writer, self._delay, partial(self._count, "up")),
+                self._pipe(up_reader, writer, 0.0, partial(self._count, "down")),
                 return_exceptions=True,
             )
         except asyncio.CancelledError:
@@ -102,7 +118,12 @@ class LatencyProxy:
             writer.close()
 
     @staticmethod
-    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, delay: float) -> None:
+    async def _pipe(
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        delay: float,
+        count: Callable[[int], None],
+    ) -> None:
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
         async def send() -> None:
@@ -120,6 +141,7 @@ class LatencyProxy:
         sender = asyncio.ensure_future(send())
         try:
             while data := await src.read(1 << 16):
+                count(len(data))
                 queue.put_nowait((time.monotonic() + delay, data))
         finally:
             queue.put_nowait((0.0, b""))
@@ -127,10 +149,12 @@ class LatencyProxy:
 
 
 class S3Bench:
-    """The moto server, the proxy and a boto3 client, for one bench run."""
+    """The moto server, the proxy (with ``latency_ms`` or ``count_bytes``) and a boto3
+    client, for one bench run."""
 
-    def __init__(self, latency_ms: float) -> None:
+    def __init__(self, latency_ms: float, *, count_bytes: bool = False) -> None:
         self.latency_ms = latency_ms
+        self.count_bytes = count_bytes
         self.counter = RequestCounter()
         self._server: Any = None
         self._proxy: LatencyProxy | None = None
@@ -149,7 +173,7 @@ class S3Bench:
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()
         port = self._server.get_host_and_port()[1]
-        if self.latency_ms > 0:
+        if self.latency_ms > 0 or self.count_bytes:
             self._proxy = LatencyProxy(port, self.latency_ms)
             self._proxy.start()
             port = self._proxy.port
@@ -163,6 +187,10 @@ class S3Bench:
                 self._proxy.stop()
             self._server.stop()
             log.removeHandler(self.counter)
+
+    def take_bytes(self) -> dict[str, int] | None:
+        """The bytes the proxy carried each way since the last call (None: no proxy)."""
+        return None if self._proxy is None else self._proxy.take()
 
     def upload(self, local: Any, prefix: str) -> None:
         for path in sorted(p for p in local.rglob("*") if p.is_file()):

@@ -35,6 +35,7 @@ __all__ = (
     "FOOTER_GUESS",
     "LocalFiles",
     "CopiedBytes",
+    "FooterCache",
     "read_footer",
     "float_stats",
     "write_local",
@@ -71,6 +72,29 @@ class CopiedBytes:
     copied: int
     encoded: int
     server: int = 0
+
+
+class FooterCache:
+    """Footer spans read while planning, by object key, held for the rewrite that reads them
+    again, up to ``budget`` bytes (beyond it a span is not kept and is read again): one GET
+    per source, not two, in bounded memory. A span is given out once."""
+
+    def __init__(self, budget: int) -> None:
+        self._spans: dict[str, bytes] = {}
+        self._room = budget
+
+    def put(self, key: str, span: bytes) -> None:
+        """Keep ``span`` if there is room."""
+        if key not in self._spans and len(span) <= self._room:
+            self._spans[key] = span
+            self._room -= len(span)
+
+    def take(self, key: str) -> bytes | None:
+        """The span of ``key`` if held, no longer held."""
+        span = self._spans.pop(key, None)
+        if span is not None:
+            self._room += len(span)
+        return span
 
 
 async def read_footer(store: ObjectStore, key: str, size: int) -> bytes:

@@ -12,13 +12,14 @@ import contextlib
 import enum
 import os
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import anyio
 import structlog
 
 from rlcd._tasks import gather
+from rlcd.compaction._copy import FooterCache
 from rlcd.compaction.cleanup import CleanupReport, clean_table
 from rlcd.compaction.commit import (
     BinCommitted,
@@ -35,6 +36,7 @@ from rlcd.compaction.rewrite import (
     RewriteSettings,
     RewrittenBin,
     handoff_bytes,
+    layouts_of,
     may_copy,
     plan_bin_copies,
     rewrite_bin,
@@ -306,12 +308,8 @@ async def compact_table(
     config = table_config(snapshot)
     config.ensure_writable()
     refuse_external_commits(temp, table=store.root, version=snapshot.version)
-    policy, bins = plan_table(
-        snapshot,
-        policy,
-        before_ms=now_ms() - min_file_age_ms if min_file_age_ms else None,
-        exclude=exclude,
-    )
+    before_ms = now_ms() - min_file_age_ms if min_file_age_ms else None
+    policy, bins = plan_table(snapshot, policy, before_ms=before_ms, exclude=exclude)
     report = CompactionReport(
         store.root,
         snapshot.version,
@@ -328,8 +326,17 @@ async def compact_table(
         concurrency = int(limiter.total_tokens)
     else:
         concurrency = bin_concurrency if bin_concurrency is not None else _cores() + 1
+    may = [b for b in bins if may_copy(b, settings)]
+    may = may if not dry_run or copy_plans is None else may[:copy_plans]
+    footers = FooterCache(FOOTER_CACHE_BYTES)
+    layouts = await layouts_of(store, may, settings, concurrency=concurrency, footers=footers)
+    if any(_mixes(b, layouts) for b in may):  # packed again, each layout apart first
+        _, bins = plan_table(
+            snapshot, policy, before_ms=before_ms, exclude=exclude, layouts=layouts
+        )
+        report = replace(report, planned=bins)
     if dry_run:
-        return await _with_copy_plans(store, report, settings, copy_plans, concurrency)
+        return await _with_copy_plans(store, report, settings, copy_plans, concurrency, footers)
     if on_plan is not None:
         on_plan(bins)
     done: list[RewrittenBin] = []
@@ -349,6 +356,7 @@ async def compact_table(
                     split=split,
                     handoff_bytes=room,
                     on_start=None if on_bin_start is None else lambda: on_bin_start(b),
+                    footers=footers,
                 )
             done.append(rewritten)
         except RlcdError as exc:
@@ -408,19 +416,32 @@ async def compact_table(
     )
 
 
+FOOTER_CACHE_BYTES = 8 * 1024 * 1024
+"""Footers a run reads while planning by layout and keeps for its bins' rewrites (beyond it,
+read again): a few thousand sources' footers."""
+
+
+def _mixes(bin_: Bin, layouts: Mapping[str, int]) -> bool:
+    """Whether the bin holds sources of more than one layout (:func:`layouts_of`)."""
+    return len({layouts.get(add.path, 0) for add in bin_.sources}) > 1
+
+
 async def _with_copy_plans(
     store: ObjectStore,
     report: CompactionReport,
     settings: RewriteSettings,
     budget: int | None,
     concurrency: int,
+    footers: FooterCache,
 ) -> CompactionReport:
     """The dry run's report with the copy plans of the first ``budget`` bins that may copy
     (None: all); a bin of small files has none to read (:func:`may_copy`)."""
     bins = report.planned
     may = [i for i, b in enumerate(bins) if may_copy(b, settings)]
     read = may if budget is None else may[:budget]
-    plans = await plan_bin_copies(store, [bins[i] for i in read], settings, concurrency=concurrency)
+    plans = await plan_bin_copies(
+        store, [bins[i] for i in read], settings, concurrency=concurrency, footers=footers
+    )
     copies: list[CopySummary | None] = [None] * len(bins)
     for i, plan in zip(read, plans, strict=True):
         copies[i] = plan
@@ -480,14 +501,19 @@ def plan_table(
     *,
     before_ms: int | None = None,
     exclude: Collection[tuple[str, str | None]] = frozenset(),
+    layouts: Mapping[str, int] | None = None,
 ) -> tuple[CompactionPolicy, tuple[Bin, ...]]:
     """The table's effective policy and its bins, leaving out the files modified at or after
     ``before_ms`` (younger than the minimum file age) and the ``(path, DV id)`` keys
-    in ``exclude`` (a daemon's quarantined sources). Pure: the daemon plans every poll.
+    in ``exclude`` (a daemon's quarantined sources); ``layouts`` as :func:`plan_bins`.
+    Pure: the daemon plans every poll.
 
     Raises:
         UnsupportedFeatureError, ConfigError, TableError: as :func:`plan_bins`.
     """
     config = table_config(snapshot)
     policy = effective_policy(policy, config)
-    return policy, tuple(plan_bins(snapshot, config, policy, exclude=exclude, before_ms=before_ms))
+    bins = plan_bins(
+        snapshot, config, policy, exclude=exclude, before_ms=before_ms, layouts=layouts
+    )
+    return policy, tuple(bins)

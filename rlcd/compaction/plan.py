@@ -51,6 +51,18 @@ position, so a cut keeps a prefix of every partition's bins, and the next run pl
 as before, except that outputs of the cut that came out small are folded into their
 partition's remaining bins.
 
+*Layouts.* An output has one Parquet schema, and a row group is copied as it is only into an
+output of its own file's schema (:mod:`rlcd.parquet.copy_plan`): pyarrow stores decimals as
+fixed-length bytes, Spark and delta-rs as integers. A bin mixing both has one kind's decimal
+chunks transcoded, and on S3 those bytes pass through rlcd. The caller may give each file a
+*layout*, a number naming the output schema its row groups copy under (0 for files of the
+default schema or none to copy). Each partition's candidates of one layout are then packed
+as above on their own, and the candidates no bin took are packed again, layouts mixed, so
+a file left alone by its layout is still compacted with its partition's others. The second
+run's argument holds per layout (a layout's bins are a partition's in the argument above)
+and then for the leftovers: every output is tagged with ``T``, so the small ones are
+settled, and the run leaves no unsettled candidate that makes a bin.
+
 *Columns.* The planner never makes a Python object per file (issue 40). Eligibility, the
 partition filter (evaluated once per distinct ``partitionValues`` map) and the exact candidate
 rule are Arrow compute over :attr:`Snapshot.adds`. Next-fit runs per partition on the prefix
@@ -307,6 +319,7 @@ def plan_bins(
     *,
     exclude: Collection[tuple[str, str | None]] = frozenset(),
     before_ms: int | None = None,
+    layouts: Mapping[str, int] | None = None,
 ) -> list[Bin]:
     """The bins to compact in ``snapshot``, oldest first, at most ``max_bins``.
 
@@ -321,6 +334,9 @@ def plan_bins(
         exclude: ``(path, DV unique id)`` keys of files never to plan (left as they are).
         before_ms: leave out the files modified at or after this time (younger than the
             minimum file age); None: every file.
+        layouts: a layout number per path, for the files whose Parquet layout the rewrite
+            copies under only one of its output schemas (0, the default, for the others):
+            each layout's files are packed apart first (*Layouts* in the module header).
 
     Raises:
         UnsupportedFeatureError: rlcd cannot write the table safely (it names the features).
@@ -349,7 +365,7 @@ def plan_bins(
     if matches is not None:
         rows = rows.filter(partitions.mask([matches(v, path) for v, path in partitions.first]))
         partitions = _Partitions(adds, rows)
-    found = _Candidates(snapshot, rows, partitions, policy)
+    found = _Candidates(snapshot, rows, partitions, policy, layouts or {})
     packing = found.packed(policy)
     packed = sorted(packing.groups, key=lambda group: group.first)  # candidates: in log order
     chosen = packed if policy.max_bins is None else packed[: policy.max_bins]
@@ -453,6 +469,7 @@ class _Candidates:
         rows: pa.Array,
         partitions: _Partitions,
         policy: CompactionPolicy,
+        layouts: Mapping[str, int],
     ) -> None:
         adds = snapshot.adds
         size = _at(adds["size"], rows).combine_chunks()
@@ -497,29 +514,58 @@ class _Candidates:
         self.spelling = partitions.groups.take(cut).take(picked)
         key_index = {key: i for i, key in enumerate(dict.fromkeys(partitions.keys))}
         self.key = pa.array([key_index[k] for k in partitions.keys], pa.int64()).take(self.spelling)
+        self.layout = _layouts(adds["path"], self.position, layouts)
 
     def packed(self, policy: CompactionPolicy) -> _Packing:
-        """Each partition's kept bins (module header), unordered. A partition whose candidates
-        but the settled ones make no bin by themselves plans nothing; without settled
-        candidates those are the kept bins themselves."""
-        packing = self._next_fit(None, policy)
-        if not pc.any(self.settled).as_py():
+        """Each partition's kept bins (module header), unordered. With layouts, each
+        partition's candidates of one layout are packed first, then what no bin took, layouts
+        mixed (*Layouts* in the module header)."""
+        if not pc.any(pc.not_equal(self.layout, 0)).as_py():
+            return self._packed(self.key, None, policy)
+        kinds = pc.max(self.layout).as_py() + 1
+        by_layout = pc.add(pc.multiply(self.key, kinds), self.layout)
+        first = self._packed(by_layout, None, policy)
+        arranged = first.arranged.to_pylist()
+        taken = {i for g in first.groups for i in arranged[g.start : g.stop]}
+        rest = pa.array([i for i in range(len(self.key)) if i not in taken], pa.int64())
+        second = self._packed(self.key, rest, policy)
+        shift = len(first.arranged)
+        return _Packing(
+            pa.concat_arrays([first.arranged, second.arranged]),
+            first.groups
+            + [
+                _Group(g.key, g.first, g.start + shift, g.stop + shift, g.weight, g.purges)
+                for g in second.groups
+            ],
+        )
+
+    def _packed(self, key: pa.Array, subset: pa.Array | None, policy: CompactionPolicy) -> _Packing:
+        """The kept bins of the candidates ``subset`` (ascending; None: all) grouped by
+        ``key``. A group whose candidates but the settled ones make no bin by themselves plans
+        nothing; without settled candidates those are the kept bins themselves."""
+        packing = self._next_fit(subset, key, policy)
+        settled = self.settled if subset is None else self.settled.take(subset)
+        if not pc.any(settled).as_py():
             return packing
-        unsettled = self._next_fit(pc.indices_nonzero(pc.invert(self.settled)), policy)
+        open_ = pc.indices_nonzero(pc.invert(settled)).cast(pa.int64())
+        unsettled = self._next_fit(open_ if subset is None else subset.take(open_), key, policy)
         planning = {g.key for g in unsettled.groups}
         return _Packing(packing.arranged, [g for g in packing.groups if g.key in planning])
 
-    def _next_fit(self, subset: pa.Array | None, policy: CompactionPolicy) -> _Packing:
+    def _next_fit(
+        self, subset: pa.Array | None, key: pa.Array, policy: CompactionPolicy
+    ) -> _Packing:
         """The kept bins of next-fit over the candidates ``subset`` (ascending indices; None:
-        all), each partition apart in log order. A candidate heavier than ``T - M`` is a bin of
-        its own and out of the sequence; in the sequence a bin from candidate ``s`` takes every
-        next one while the sum fits ``T``: one bisection of the prefix sums (weights are >= 0).
+        all), each ``key`` (a partition, or a partition's layout) apart in log order. A
+        candidate heavier than ``T - M`` is a bin of its own and out of the sequence; in the
+        sequence a bin from candidate ``s`` takes every next one while the sum fits ``T``: one
+        bisection of the prefix sums (weights are >= 0).
         A bin is a range of the candidates arranged (no list of its members)."""
         target = policy.target_file_size
         if subset is None:
-            order = pc.sort_indices(self.key).cast(pa.int64())  # stable: log order kept
+            order = pc.sort_indices(key).cast(pa.int64())  # stable: log order kept
         else:
-            order = subset.take(pc.sort_indices(self.key.take(subset)))
+            order = subset.take(pc.sort_indices(key.take(subset)))
         solo = pc.greater(self.weight.take(order), target - policy.small_file_threshold)
         alone = order.filter(solo)
         sequence = order.filter(pc.invert(solo))
@@ -529,7 +575,7 @@ class _Candidates:
             for j, (i, k, w, p) in enumerate(
                 zip(
                     alone.to_pylist(),
-                    self.key.take(alone).to_pylist(),
+                    key.take(alone).to_pylist(),
                     self.weight.take(alone).to_pylist(),
                     self.purge.take(alone).to_pylist(),
                     strict=True,
@@ -539,7 +585,7 @@ class _Candidates:
         ]
         if not len(sequence):
             return _Packing(arranged, groups)
-        runs = pc.run_end_encode(self.key.take(sequence))
+        runs = pc.run_end_encode(key.take(sequence))
         ends, keys = runs.run_ends.to_pylist(), runs.values.to_pylist()
         cum = [0, *pc.cumulative_sum_checked(self.weight.take(sequence)).to_pylist()]
         purging = pc.indices_nonzero(self.purge.take(sequence)).to_pylist()
@@ -640,6 +686,15 @@ class _Packing(NamedTuple):
 
     arranged: pa.Array
     groups: list[_Group]
+
+
+def _layouts(paths: pa.ChunkedArray, rows: pa.Array, layouts: Mapping[str, int]) -> pa.Array:
+    """Each row's layout in ``layouts`` (by path), 0 where it has none."""
+    if not layouts:
+        return pa.repeat(pa.scalar(0, pa.int64()), len(rows))
+    named = pc.index_in(_at(paths, rows), value_set=pa.array(list(layouts), pa.string()))
+    kinds = pa.array(list(layouts.values()), pa.int64())
+    return pc.fill_null(kinds.take(named.combine_chunks()), 0)
 
 
 def _refuse_negative(snapshot: Snapshot, rows: pa.Array, columns: Sequence[pa.Array]) -> None:

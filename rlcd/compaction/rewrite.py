@@ -39,10 +39,10 @@ import os
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -58,6 +58,7 @@ from rlcd._tasks import gather, primary_error
 from rlcd.compaction._copy import (
     FOOTER_GUESS,
     CopiedBytes,
+    FooterCache,
     LocalFiles,
     float_stats,
     read_footer,
@@ -80,7 +81,7 @@ from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, object_key, partition_dir, partition_scalar
 from rlcd.delta.schema import DataType
 from rlcd.delta.stats_spec import StatsSpec
-from rlcd.errors import CorruptDataError, InternalError, NotFoundError, RlcdError
+from rlcd.errors import CorruptDataError, InternalError, NotFoundError, RlcdError, StorageError
 from rlcd.parquet.assemble import Assembly, assemble, check_output
 from rlcd.parquet.copy_plan import (
     Copy,
@@ -109,6 +110,7 @@ __all__ = (
     "CopySummary",
     "plan_bin_copy",
     "plan_bin_copies",
+    "layouts_of",
     "may_copy",
     "parquet_writer",
     "handoff_bytes",
@@ -120,6 +122,7 @@ __all__ = (
 )
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 _SINK_BUFFER = 1024 * 1024
 _SINK_AHEAD = 2
@@ -791,6 +794,7 @@ async def rewrite_bin(
     split: bool = True,
     handoff_bytes: int = HANDOFF_BYTES,
     on_start: Callable[[], None] | None = None,
+    footers: FooterCache | None = None,
 ) -> RewrittenBin:
     """Write the bin's live rows, source after source, into one new object.
 
@@ -806,6 +810,7 @@ async def rewrite_bin(
     overlap instead of leaving a core idle; each holds at most one row group. A split bin
     holds at most ``handoff_bytes`` of batches between its stages (its run's
     :func:`handoff_bytes`). ``on_start`` is called when the bin starts, holding its token.
+    ``footers`` holds sources' footers already read while planning (:func:`layouts_of`).
 
     Raises:
         CorruptDataError, DeletionVectorError: a source cannot be read; nothing is left behind.
@@ -817,7 +822,7 @@ async def rewrite_bin(
         await slot.acquire()
         if on_start is not None:
             on_start()
-        return await _rewrite(store, bin_, settings, handoff, slot, split)
+        return await _rewrite(store, bin_, settings, handoff, slot, split, footers)
     except BaseExceptionGroup as group:
         raise _primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
     finally:
@@ -838,9 +843,10 @@ async def _rewrite(
     handoff: _Handoff,
     slot: _Slot,
     split: bool,
+    footers: FooterCache | None,
 ) -> RewrittenBin:
     if may_copy(bin_, settings):
-        planned = await _copy_plan(store, bin_, settings)
+        planned = await _copy_plan(store, bin_, settings, footers)
         if planned is not None:
             return await _rewrite_copying(store, bin_, planned.settings, planned)
     key = output_key(bin_, settings.partition_columns, settings.codec)
@@ -981,20 +987,28 @@ def _copy_codec(settings: RewriteSettings) -> int | None:
     return _PARQUET_CODECS[settings.codec] if settings.recompress else None
 
 
-def _choose(
-    bin_: Bin, settings: RewriteSettings, adds: Sequence[AddFile], spans: Sequence[bytes]
-) -> tuple[int, CopyPlan, list[RewriteSettings], list[bytes]]:
-    """The plan of ``adds`` (some or all of the bin's sources, with their footer spans) under
-    the writer's variant that copies the most source bytes: its index, the plan, the variants
-    and their empty files."""
+def _outputs(
+    bin_: Bin, settings: RewriteSettings
+) -> tuple[list[RewriteSettings], list[bytes], list[OutputSchema]]:
+    """The writer's variants for the bin, their empty files and their Parquet schemas."""
     variants = _variants(bin_, settings)
     empties = [_empty_file(variant) for variant in variants]
+    return variants, empties, [OutputSchema.of(_tail_footer(empty)) for empty in empties]
+
+
+def _plan_under(
+    settings: RewriteSettings,
+    outputs: Sequence[OutputSchema],
+    adds: Sequence[AddFile],
+    spans: Sequence[bytes],
+) -> tuple[int, CopyPlan]:
+    """:func:`choose_plan` of ``adds`` (with their footer spans) under the bin's settings."""
     sources = [
         Source(span, add.deletion_vector is not None) for span, add in zip(spans, adds, strict=True)
     ]
-    chosen, plan = choose_plan(
+    return choose_plan(
         sources,
-        [OutputSchema.of(_tail_footer(empty)) for empty in empties],
+        outputs,
         settings.min_copy_row_group,
         codec=_copy_codec(settings),
         # columns matched by field id, or partition columns, are never patched (fail closed)
@@ -1002,6 +1016,16 @@ def _choose(
         if settings.read.by_field_id
         else frozenset(settings.read.target.names) - set(settings.partition_columns),
     )
+
+
+def _choose(
+    bin_: Bin, settings: RewriteSettings, adds: Sequence[AddFile], spans: Sequence[bytes]
+) -> tuple[int, CopyPlan, list[RewriteSettings], list[bytes]]:
+    """The plan of ``adds`` (some or all of the bin's sources, with their footer spans) under
+    the writer's variant that copies the most source bytes: its index, the plan, the variants
+    and their empty files."""
+    variants, empties, outputs = _outputs(bin_, settings)
+    chosen, plan = _plan_under(settings, outputs, adds, spans)
     return chosen, plan, variants, empties
 
 
@@ -1027,7 +1051,9 @@ def may_copy(bin_: Bin, settings: RewriteSettings) -> bool:
     return settings.rewrite == "auto" and bin_.largest_source_bytes >= settings.min_copy_row_group
 
 
-async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -> _Planned | None:
+async def _copy_plan(
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings, footers: FooterCache | None = None
+) -> _Planned | None:
     """The bin's copy plan from its sources' footers (one ranged GET of each tail), when it
     copies any row group. None when it copies none, or when a footer cannot be read or
     planned: the re-encode path then reads the file, and reports what is wrong with it.
@@ -1045,7 +1071,7 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
     found = tuple(key for key in keys if key is not None)
     big = [i for i, add in enumerate(adds) if add.size >= least]
     try:
-        spans = dict(zip(big, await _footers(store, found, adds, big), strict=True))
+        spans = dict(zip(big, await _footers(store, found, adds, big, footers), strict=True))
         small = [i for i in range(len(adds)) if i not in spans]
         if small:  # else the big ones' plan is the whole plan: planned once, below
             big_spans, big_adds = [spans[i] for i in big], [adds[i] for i in big]
@@ -1054,7 +1080,9 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
             )
             if not _copies(plan):
                 return None
-            spans.update(zip(small, await _footers(store, found, adds, small), strict=True))
+            spans.update(
+                zip(small, await _footers(store, found, adds, small, footers), strict=True)
+            )
         every = [spans[i] for i in range(len(adds))]
         return await anyio.to_thread.run_sync(_plan, bin_, settings, found, every)
     except (ValueError, NotFoundError, pa.ArrowException, OSError) as exc:
@@ -1063,10 +1091,20 @@ async def _copy_plan(store: ObjectStore, bin_: Bin, settings: RewriteSettings) -
 
 
 async def _footers(
-    store: ObjectStore, keys: Sequence[str], adds: Sequence[AddFile], which: Sequence[int]
+    store: ObjectStore,
+    keys: Sequence[str],
+    adds: Sequence[AddFile],
+    which: Sequence[int],
+    footers: FooterCache | None = None,
 ) -> list[bytes]:
-    """The footer spans of the sources ``which``, read together."""
-    return await gather(*(read_footer(store, keys[i], adds[i].size) for i in which))
+    """The footer spans of the sources ``which``, read together (those ``footers`` holds
+    taken from it)."""
+
+    async def one(i: int) -> bytes:
+        held = None if footers is None else footers.take(keys[i])
+        return held if held is not None else await read_footer(store, keys[i], adds[i].size)
+
+    return await gather(*(one(i) for i in which))
 
 
 @dataclass(frozen=True, slots=True)
@@ -1084,11 +1122,14 @@ class CopySummary:
 
 
 async def plan_bin_copy(
-    store: ObjectStore, bin_: Bin, settings: RewriteSettings
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings, footers: FooterCache | None = None
 ) -> CopySummary | None:
-    """What the bin's rewrite would copy (reading its sources' footers), or None when it
-    would copy nothing (``rewrite = "reencode"``, small files only, or nothing qualifies)."""
-    planned = await _copy_plan(store, bin_, settings) if may_copy(bin_, settings) else None
+    """What the bin's rewrite would copy (reading its sources' footers, but those ``footers``
+    holds), or None when it would copy nothing (``rewrite = "reencode"``, small files only,
+    or nothing qualifies)."""
+    if not may_copy(bin_, settings):
+        return None
+    planned = await _copy_plan(store, bin_, settings, footers)
     if planned is None:
         return None
     copied = [c for c in planned.plan.choices if c.copy]
@@ -1105,17 +1146,30 @@ async def plan_bin_copy(
 
 
 async def plan_bin_copies(
-    store: ObjectStore, bins: Sequence[Bin], settings: RewriteSettings, *, concurrency: int
+    store: ObjectStore,
+    bins: Sequence[Bin],
+    settings: RewriteSettings,
+    *,
+    concurrency: int,
+    footers: FooterCache | None = None,
 ) -> list[CopySummary | None]:
-    """:func:`plan_bin_copy` of each of ``bins``, in order, by ``concurrency`` workers taking
-    the next bin as they finish one: memory and requests in flight are bounded by design
-    (a bin holds its footers only while it plans), whatever the number of bins."""
-    copies: list[CopySummary | None] = [None] * len(bins)
+    """:func:`plan_bin_copy` of each of ``bins``, in order, by ``concurrency`` workers."""
+    work = partial(plan_bin_copy, store, settings=settings, footers=footers)
+    return await _each(bins, concurrency, work)
+
+
+async def _each(
+    bins: Sequence[Bin], concurrency: int, work: Callable[[Bin], Awaitable[_T]]
+) -> list[_T]:
+    """``work`` of each of ``bins``, in order, by ``concurrency`` workers taking the next bin
+    as they finish one: memory and requests in flight are bounded by design (a bin holds its
+    footers only while it is worked on), whatever the number of bins."""
+    results: dict[int, _T] = {}
     todo = iter(enumerate(bins))
 
     async def worker() -> None:
         for i, b in todo:  # one iterator shared by the workers: each bin is taken once
-            copies[i] = await plan_bin_copy(store, b, settings)
+            results[i] = await work(b)
 
     try:
         async with anyio.create_task_group() as tg:
@@ -1123,7 +1177,72 @@ async def plan_bin_copies(
                 tg.start_soon(worker)
     except BaseExceptionGroup as group:  # a store's failure, as itself
         raise primary_error(group)  # noqa: B904 (the leaf keeps its own cause)
-    return copies
+    return [results[i] for i in range(len(bins))]
+
+
+def _layouts(
+    bin_: Bin, settings: RewriteSettings, adds: Sequence[AddFile], spans: Sequence[bytes]
+) -> dict[str, int]:
+    """The layout (:func:`layouts_of`) of each of the bin's sources where it is not 0: of
+    ``adds`` (with their footer spans), the writer's variant that copies most of each; of
+    the others (nothing to copy), the one that copies most of the bin's bytes."""
+    _, _, outputs = _outputs(bin_, settings)
+    own: dict[str, int] = {}
+    copied: dict[int, int] = {}
+    for add, span in zip(adds, spans, strict=True):
+        chosen, plan = _plan_under(settings, outputs, [add], [span])
+        if plan.copied_bytes:
+            own[add.path] = chosen
+            copied[chosen] = copied.get(chosen, 0) + plan.copied_bytes
+    most = max(sorted(copied), key=copied.__getitem__, default=0)  # a tie: the first
+    found = {source.path: own.get(source.path, most) for source in bin_.sources}
+    return {path: layout for path, layout in found.items() if layout}
+
+
+async def _bin_layouts(
+    store: ObjectStore, bin_: Bin, settings: RewriteSettings, footers: FooterCache
+) -> dict[str, int]:
+    """The layouts of the bin's sources (:func:`_layouts`), their footers kept in ``footers``
+    for the rewrite; none when a footer cannot be read (the rewrite then reports what is
+    wrong, as it would have)."""
+    adds = [add for add in bin_.sources if add.size >= settings.min_copy_row_group]
+    keys = [object_key(store.root, add.path) for add in adds]
+    found = [key for key in keys if key is not None]
+    if len(found) < len(keys):
+        return {}
+    try:
+        spans = await _footers(store, found, adds, range(len(adds)))
+        for key, span in zip(found, spans, strict=True):
+            footers.put(key, span)
+        return await anyio.to_thread.run_sync(_layouts, bin_, settings, adds, spans)
+    except (ValueError, NotFoundError, StorageError, pa.ArrowException, OSError) as exc:
+        log.info("layouts_skipped", table=settings.table, bin=bin_.bin_id, reason=str(exc))
+        return {}
+
+
+async def layouts_of(
+    store: ObjectStore,
+    bins: Sequence[Bin],
+    settings: RewriteSettings,
+    *,
+    concurrency: int,
+    footers: FooterCache,
+) -> dict[str, int]:
+    """Each source's *layout*, where it is not 0: the index of the writer's variant
+    (:func:`_variants`) that copies most of its row groups (pyarrow's fixed-length decimals
+    copy under the second, where the first stores integers), or for a source with nothing to
+    copy (small, or with a deletion vector) the one that copies most of its bin's bytes. The
+    planner packs each layout apart first (:func:`~rlcd.compaction.plan.plan_bins`), so that
+    row groups copy into an output of their own schema instead of being transcoded. Read from
+    the footers of the sources of at least ``min_copy_row_group`` bytes in the bins that may
+    copy (kept in ``footers`` for the rewrite, as far as it has room); a bin whose footers
+    cannot be read gives none."""
+    may = [b for b in bins if may_copy(b, settings)]
+    found: dict[str, int] = {}
+    work = partial(_bin_layouts, store, settings=settings, footers=footers)
+    for layouts in await _each(may, concurrency, work):
+        found.update(layouts)
+    return found
 
 
 class _Steps:

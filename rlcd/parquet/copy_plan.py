@@ -255,6 +255,11 @@ class CopyPlan:
     choices: tuple[Choice, ...]
     steps: tuple[Step, ...]
 
+    @property
+    def copied_bytes(self) -> int:
+        """The compressed bytes of the row groups copied as they are (patched chunks aside)."""
+        return sum(c.size - c.patched_size for c in self.choices if c.copy)
+
     def __post_init__(self) -> None:
         for before, after in zip(self.steps, self.steps[1:], strict=False):
             if isinstance(before, Reencode) and isinstance(after, Reencode):
@@ -467,13 +472,9 @@ def choose_plan(
         if outputs[index] in outputs[:index]:  # the same schema plans the same
             continue
         plan = plan_for(outputs[index])
-        if _copied_bytes(plan) > _copied_bytes(best):
+        if plan.copied_bytes > best.copied_bytes:
             chosen, best = index, plan
     return chosen, best
-
-
-def _copied_bytes(plan: CopyPlan) -> int:
-    return sum(choice.size - choice.patched_size for choice in plan.choices if choice.copy)
 
 
 def _merged(steps: list[Step]) -> tuple[Step, ...]:

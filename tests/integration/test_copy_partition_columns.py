@@ -89,7 +89,8 @@ def _add(path: Path, name: str, table: pa.Table, key: str, rows: int) -> None:
 async def _table(path: Path, *, in_files: tuple[bool, ...]) -> None:
     """A partitioned table of one file per ``in_files`` entry (three row groups each, the
     partitions taking turns), each holding its partition columns or not; a deletion vector
-    on the first file of partition ``a``."""
+    on the first file of partition ``a`` and on the last file (nothing to copy, so it stays
+    in its partition's bin whatever its layout: ``test_copy_layouts``)."""
     deltalake.DeltaTable.create(
         str(path),
         SCHEMA,
@@ -103,7 +104,9 @@ async def _table(path: Path, *, in_files: tuple[bool, ...]) -> None:
         _add(path, f"part-{i}.parquet", table, key, data.num_rows)
     async with open_store(str(path)) as store:
         snap = await load_snapshot(store)
-        await delete_rows(store, snap, {"part=a/part-0.parquet": [0, 7, 1_500, 2_999]})
+        last = f"part={'ab'[(len(in_files) - 1) % 2]}/part-{len(in_files) - 1}.parquet"
+        deleted = {"part=a/part-0.parquet": [0, 7, 1_500, 2_999], last: [3, 2_000]}
+        await delete_rows(store, snap, deleted)
 
 
 def _by_partition(path: Path, version: int) -> dict[str, dict[str, Any]]:

@@ -343,12 +343,12 @@ async def test_a_dry_run_reads_the_copy_plans_of_its_first_bins_a_few_at_a_time(
     running, most = 0, 0
     original = rewrite.plan_bin_copy
 
-    async def counting(*args: Any) -> Any:
+    async def counting(*args: Any, **kwargs: Any) -> Any:
         nonlocal running, most
         running += 1
         most = max(most, running)
         try:
-            return await original(*args)
+            return await original(*args, **kwargs)
         finally:
             running -= 1
 

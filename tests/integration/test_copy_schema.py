@@ -88,10 +88,14 @@ async def _delete_from(path: Path, name: str, positions: list[int]) -> None:
 
 
 async def _mostly_pyarrow(path: Path) -> None:
-    """A small delta-rs file, then three pyarrow files of three row groups, one with a DV."""
+    """A small delta-rs file with a DV, then three pyarrow files of three row groups, one with
+    a DV: the files with DVs have nothing to copy, so the bin stays one (the layout of most of
+    its copied bytes)."""
     _delta_rs(path, _rows(0, 600))
+    (small,) = deltalake.DeltaTable(str(path)).file_uris()
     for i in range(3):
         _pyarrow(path, _rows(600 + i * 3 * ROW_GROUP, 3 * ROW_GROUP), f"part-{i}-pyarrow.parquet")
+    await _delete_from(path, Path(small).name, [5, 599])
     await _delete_from(path, "part-1-pyarrow.parquet", [0, 7, 1_500, 2_999])
 
 
@@ -106,7 +110,7 @@ async def _mostly_delta_rs(path: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "physical", "copied"),
     [
-        (_mostly_pyarrow, "FIXED_LEN_BYTE_ARRAY", 7),  # the delta-rs file's, with its INT64 patched
+        (_mostly_pyarrow, "FIXED_LEN_BYTE_ARRAY", 6),
         (_mostly_delta_rs, "INT64", 9),
     ],
     ids=["mostly-pyarrow", "mostly-delta-rs"],
@@ -173,28 +177,23 @@ def _pyarrow_in(path: Path, table: pa.Table, name: str, part: str) -> None:
 
 
 async def alternating_decimals(path: Path) -> list[pa.Table]:
-    """delta-rs and pyarrow files in turn, of three row groups each: every row group copied,
-    the pyarrow ones with their price (fixed-length) patched into INT64."""
-    tables = [_nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP) for i in range(4)]
-    for i, table in enumerate(tables):
-        if i % 2:
-            _pyarrow(path, table, f"part-{i}-pyarrow.parquet")
-        else:
-            _delta_rs(path, table)
+    """A delta-rs file, then a pyarrow file, of six row groups each: every row group copied,
+    the pyarrow ones with their price (fixed-length) patched into INT64. (With two files of
+    each kind, each kind would make a bin of its own: see ``test_copy_layouts``.)"""
+    tables = [_nullable(i * 6 * ROW_GROUP, 6 * ROW_GROUP) for i in range(2)]
+    _delta_rs(path, tables[0])
+    _pyarrow(path, tables[1], "part-1-pyarrow.parquet")
     return tables
 
 
 async def _alternating_split(path: Path) -> list[pa.Table]:
-    """:func:`alternating_decimals` with the pyarrow files' decimals in BYTE_STREAM_SPLIT
+    """:func:`alternating_decimals` with the pyarrow file's decimals in BYTE_STREAM_SPLIT
     pages, which ``rlcd.parquet.transcode`` does not know: decoded and encoded instead."""
-    tables = [_nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP) for i in range(4)]
-    for i, table in enumerate(tables):
-        if i % 2:
-            split = {"price": "BYTE_STREAM_SPLIT"}
-            name = f"part-{i}-pyarrow.parquet"
-            _pyarrow(path, table, name, use_dictionary=["id"], column_encoding=split)
-        else:
-            _delta_rs(path, table)
+    tables = [_nullable(i * 6 * ROW_GROUP, 6 * ROW_GROUP) for i in range(2)]
+    _delta_rs(path, tables[0])
+    split = {"price": "BYTE_STREAM_SPLIT"}
+    name = "part-1-pyarrow.parquet"
+    _pyarrow(path, tables[1], name, use_dictionary=["id"], column_encoding=split)
     return tables
 
 
@@ -315,10 +314,10 @@ def _boundaries(start: int, n: int) -> pa.Table:
 async def test_integers_are_transcoded_into_fixed_length_bytes_at_each_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A delta-rs file's INT32 and INT64 decimals patched into a bin of pyarrow files (fixed-
-    length bytes of 1 to 8), every chunk transcoded: the output is the re-encode path's (rows,
-    stats), delta-rs and the kernel read the table's rows, and every chunk's bounds and null
-    count are its rows'."""
+    """A delta-rs file's INT32 and INT64 decimals patched into a bin with a larger pyarrow
+    file (fixed-length bytes of 1 to 8), every chunk transcoded: the output is the re-encode
+    path's (rows, stats), delta-rs and the kernel read the table's rows, and every chunk's
+    bounds and null count are its rows'."""
     patches = _decoded_patches(monkeypatch)
     auto, reencoded = tmp_path / "auto", tmp_path / "reencode"
     auto.mkdir()
@@ -326,8 +325,7 @@ async def test_integers_are_transcoded_into_fixed_length_bytes_at_each_boundary(
     (written,) = auto.glob("*.parquet")
     schema = pq.read_metadata(written).schema
     assert {schema.column(i).physical_type for i in range(1, len(schema))} == {"INT32", "INT64"}
-    for i in range(2):
-        _pyarrow(auto, _boundaries((i + 2) * ROW_GROUP, 2 * ROW_GROUP), f"part-{i}.parquet")
+    _pyarrow(auto, _boundaries(2 * ROW_GROUP, 4 * ROW_GROUP), "part-0.parquet")
     shutil.copytree(auto, reencoded)
     before = delta_rs_rows(auto)
     report = await _compact(str(auto), rewrite="auto", **COPY_ALL)
@@ -397,8 +395,8 @@ async def test_patched_row_groups_on_s3_fetch_only_the_columns_they_need(
     source, local = tmp_path / "source", tmp_path / "local"
     source.mkdir()
     rng = random.Random(5)
-    for i in range(4):  # 1 KiB random blobs: 3 MiB a file, the chunks not needed
-        table = _nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP)
+    for i in range(2):  # 1 KiB random blobs: 6 MiB a file, the chunks not needed
+        table = _nullable(i * 6 * ROW_GROUP, 6 * ROW_GROUP)
         table = table.append_column(
             "blob", pa.array([rng.randbytes(1024) for _ in range(len(table))])
         )

@@ -614,7 +614,11 @@ def test_bins_are_well_formed(files: list[AddFile], policy: CompactionPolicy) ->
     """Bins stay in one raw partition and in log order, within target when they hold several
     files, never touch clustered or filtered-out files, cover every purge candidate, and leave
     at most one small file behind per partition."""
-    bins = plan(files, policy)
+    check_well_formed(files, policy, plan(files, policy))
+
+
+def check_well_formed(files: list[AddFile], policy: CompactionPolicy, bins: list[Bin]) -> None:
+    """The rules of :func:`test_bins_are_well_formed`."""
     position = {f.path: i for i, f in enumerate(files)}
     seen: set[str] = set()
     matches = None
@@ -669,6 +673,61 @@ def test_a_second_run_plans_nothing_whatever_the_outputs_compress_to(
     smaller than estimated (snappy sources rewritten as zstd)."""
     bins = plan(files, policy)
     after = compact(files, bins, 1, shrink=shrink, target=policy.target_file_size)
+    assert plan(after, policy) == []
+
+
+def test_each_layout_is_packed_apart_first() -> None:
+    """Files whose row groups copy under different output schemas (layouts) make bins of
+    their own layout, in log order; what no bin of its layout took is packed with the
+    partition's others."""
+    files = [add(f"f{i}", 30) for i in range(7)] + [add("g", 30, "b"), add("h", 30, "b")]
+    layouts = {"f1": 1, "f3": 1, "f5": 1, "h": 2}
+    bins = plan_bins(*table(files), CompactionPolicy(target_file_size=70), layouts=layouts)
+    assert paths(bins) == [["f0", "f2"], ["f1", "f3"], ["f4", "f6"], ["g", "h"]]
+    # without layouts: next-fit in log order, layouts mixed
+    assert paths(plan(files, CompactionPolicy(target_file_size=70))) == [
+        ["f0", "f1"],
+        ["f2", "f3"],
+        ["f4", "f5"],
+        ["g", "h"],
+    ]
+
+
+def test_layouts_of_zero_plan_as_none() -> None:
+    files = [add(f"f{i}", 30) for i in range(5)]
+    policy = CompactionPolicy(target_file_size=70)
+    assert paths(plan_bins(*table(files), policy, layouts={"f1": 0, "f9": 1})) == paths(
+        plan(files, policy)
+    )
+
+
+_LAYOUTS = st.lists(st.integers(0, 2), min_size=25, max_size=25)
+
+
+@settings(max_examples=300)
+@given(files_strategy(), policies(), _LAYOUTS)
+def test_bins_by_layout_are_well_formed_and_leave_one_small_file(
+    files: list[AddFile], policy: CompactionPolicy, kinds: list[int]
+) -> None:
+    """With layouts the bins keep every rule of :func:`test_bins_are_well_formed` (one
+    partition, log order, within target, each file once, every purge candidate, at most one
+    small file left per partition)."""
+    layouts = {f.path: k for f, k in zip(files, kinds, strict=False)}
+    check_well_formed(files, policy, plan_bins(*table(files), policy, layouts=layouts))
+
+
+@settings(max_examples=300)
+@given(files_strategy(), policies(), _LAYOUTS, st.floats(0.01, 1.0))
+def test_a_second_run_by_layout_plans_nothing(
+    files: list[AddFile], policy: CompactionPolicy, kinds: list[int], shrink: float
+) -> None:
+    """Right after a compaction by layout (outputs tagged with the target, of their first
+    source's layout) the planner finds nothing to do, with layouts or without."""
+    layouts = {f.path: k for f, k in zip(files, kinds, strict=False)}
+    bins = plan_bins(*table(files), policy, layouts=layouts)
+    after = compact(files, bins, 1, shrink=shrink, target=policy.target_file_size)
+    outputs = {f"out1-{i}": layouts[b.sources[0].path] for i, b in enumerate(bins)}
+    assert plan_bins(*table(after), policy, layouts={**layouts, **outputs}) == []
     assert plan(after, policy) == []
 
 

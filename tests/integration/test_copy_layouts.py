@@ -1,0 +1,108 @@
+"""Bins by layout (issue 39): delta-rs files (decimals as INT64) and pyarrow files (decimals
+as fixed-length bytes) written in turn are packed each kind apart, so every row group is
+copied into an output of its own schema and no decimal chunk is transcoded; a kind's file
+that no bin of its own took is still compacted with the other kind's. Judged by pyarrow
+(each output holds its sources' rows in write order), delta-rs (``scan()``) and the kernel,
+by a second run that finds nothing to do, and by the dry run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rlcd.compaction.compact import compact_table
+from rlcd.compaction.policy import CompactionPolicy
+from rlcd.storage import open_store
+from tests.integration.tables import delta_rs_rows, kernel_rows
+from tests.integration.test_copy_path import COPY_ALL, _commit, _compact
+from tests.integration.test_copy_schema import (
+    ROW_GROUP,
+    _decoded_patches,
+    _delta_rs,
+    _nullable,
+    _pyarrow,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+def _alternate(path: Path, files: int) -> list[tuple[str, pa.Table]]:
+    """``files`` files of three row groups, delta-rs' and pyarrow's in turn (the kind and
+    the rows of each)."""
+    written = []
+    for i in range(files):
+        table = _nullable(i * 3 * ROW_GROUP, 3 * ROW_GROUP)
+        if i % 2:
+            _pyarrow(path, table, f"part-{i}-pyarrow.parquet")
+            written.append(("FIXED_LEN_BYTE_ARRAY", table))
+        else:
+            _delta_rs(path, table)
+            written.append(("INT64", table))
+    return written
+
+
+def _price_storage(path: Path) -> str:
+    schema = pq.read_metadata(path).schema
+    index = schema.to_arrow_schema().get_field_index("price")
+    return str(schema.column(index).physical_type)
+
+
+@pytest.mark.parametrize(
+    ("files", "copied"),
+    [(4, [6, 6]), (5, [6, 9])],
+    ids=["two-of-each", "a-third-delta-rs"],
+)
+async def test_each_kind_of_file_is_copied_into_an_output_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: int, copied: list[int]
+) -> None:
+    """Files of both kinds in turn, small enough for one bin: two outputs, one per decimal
+    storage, every row group copied and none patched; each output holds its kind's rows in
+    write order; the table reads as before; a second run plans nothing."""
+    patches = _decoded_patches(monkeypatch)
+    written = _alternate(tmp_path, files)
+    before = delta_rs_rows(tmp_path)
+    async with open_store(str(tmp_path)) as store:
+        dry = await compact_table(store, CompactionPolicy(**COPY_ALL), dry_run=True)
+    plans = [c for c in dry.copies if c is not None]
+    assert sorted(c.copied_row_groups for c in plans) == copied
+    assert [c.patched_row_groups for c in plans] == [0, 0]
+    report = await _compact(str(tmp_path), **COPY_ALL)
+    assert sorted(b.copied_row_groups for b in report.committed) == copied
+    assert not patches  # no decimal chunk decoded and encoded again
+    assert delta_rs_rows(tmp_path) == before == kernel_rows(tmp_path)
+    adds, removes = _commit(tmp_path, report.committed_version or 0)
+    assert len(adds) == 2 and len(removes) == files
+    for add in adds:
+        output = tmp_path / add["path"]
+        storage = _price_storage(output)
+        expected = pa.concat_tables(t for kind, t in written if kind == storage)
+        assert pq.read_table(output).to_pylist() == expected.to_pylist()
+        assert json.loads(add["stats"])["numRecords"] == len(expected)
+    async with open_store(str(tmp_path)) as store:
+        again = await compact_table(store, CompactionPolicy(**COPY_ALL))
+    assert not again.planned and again.committed_version is None
+
+
+async def test_a_lone_file_of_a_kind_is_compacted_with_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two delta-rs files and one pyarrow file: the delta-rs files make a bin of their own,
+    and the pyarrow file, alone of its kind, is left as it is (one small file a partition may
+    keep); with a second pyarrow file they would pair. One delta-rs file and one pyarrow
+    file: no kind makes a bin alone, so they are compacted together, one patched."""
+    patches = _decoded_patches(monkeypatch)
+    _alternate(tmp_path / "three", 3)
+    report = await _compact(str(tmp_path / "three"), **COPY_ALL)
+    ((done,),) = [report.committed]
+    assert done.copied_row_groups == 6 and len(done.bin.sources) == 2 and not patches
+    assert all(not s.path.endswith("pyarrow.parquet") for s in done.bin.sources)
+    _alternate(tmp_path / "two", 2)
+    before = delta_rs_rows(tmp_path / "two")
+    report = await _compact(str(tmp_path / "two"), **COPY_ALL)
+    ((done,),) = [report.committed]
+    assert done.copied_row_groups == 6 and len(done.bin.sources) == 2
+    assert delta_rs_rows(tmp_path / "two") == before == kernel_rows(tmp_path / "two")
