@@ -93,6 +93,12 @@ def print_plan(report: CompactionReport, out: TextIO) -> None:
             "that may copy row groups (shown without what they copy): "
             "--copy-plans all reads every one\n"
         )
+    if report.layouts_unread:
+        out.write(
+            f"  layouts not read for {count(report.layouts_unread, 'bin')} that may copy row "
+            "groups: a run may pack their files otherwise, each writer's files apart "
+            "(--copy-plans all reads every one)\n"
+        )
     if not bins:
         out.write("  nothing to compact\n")
 

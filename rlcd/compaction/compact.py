@@ -156,6 +156,9 @@ class CompactionReport:
     """A dry run's bins that may copy a row group whose copy plan was read (the first ones)."""
     copy_plans_unread: int = 0
     """A dry run's bins that may copy a row group whose copy plan was not read (the budget)."""
+    layouts_unread: int = 0
+    """A dry run's bins that may copy a row group whose sources' layouts were not read (the
+    budget): a run may pack their files otherwise (:func:`layouts_of`)."""
     checkpoint: CheckpointWritten | None = None
     """The checkpoint written after the commit (its version a multiple of the interval)."""
 
@@ -332,8 +335,9 @@ async def compact_table(
         return report
     settings = rewrite_settings(snapshot, config, policy, count_rows=count_rows)
     asked = int(limiter.total_tokens) if limiter is not None else bin_concurrency
-    may = [b for b in bins if may_copy(b, settings)]
-    may = may if not dry_run or copy_plans is None else may[:copy_plans]
+    every = [b for b in bins if may_copy(b, settings)]
+    may = every if not dry_run or copy_plans is None else every[:copy_plans]
+    report = replace(report, layouts_unread=len(every) - len(may))
     footers = FooterCache(FOOTER_CACHE_BYTES)
     workers = asked if asked is not None else _cores() + 1
     layouts = await layouts_of(store, may, settings, concurrency=workers, footers=footers)

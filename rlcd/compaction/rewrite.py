@@ -81,7 +81,7 @@ from rlcd.delta.names import data_file_name
 from rlcd.delta.partitions import encode_uri_path, object_key, partition_dir, partition_scalar
 from rlcd.delta.schema import DataType
 from rlcd.delta.stats_spec import StatsSpec
-from rlcd.errors import CorruptDataError, InternalError, NotFoundError, RlcdError, StorageError
+from rlcd.errors import CorruptDataError, InternalError, NotFoundError, RlcdError
 from rlcd.parquet.assemble import Assembly, assemble, check_output
 from rlcd.parquet.copy_plan import (
     Copy,
@@ -1204,18 +1204,18 @@ async def _bin_layouts(
 ) -> dict[str, int]:
     """The layouts of the bin's sources (:func:`_layouts`), their footers kept in ``footers``
     for the rewrite; none when a footer cannot be read (the rewrite then reports what is
-    wrong, as it would have)."""
-    adds = [add for add in bin_.sources if add.size >= settings.min_copy_row_group]
-    keys = [object_key(store.root, add.path) for add in adds]
-    found = [key for key in keys if key is not None]
-    if len(found) < len(keys):
-        return {}
+    wrong, as it would have: that bin alone fails)."""
     try:
+        adds = [add for add in bin_.sources if add.size >= settings.min_copy_row_group]
+        keys = [object_key(store.root, add.path) for add in adds]
+        found = [key for key in keys if key is not None]
+        if len(found) < len(keys):
+            return {}
         spans = await _footers(store, found, adds, range(len(adds)))
         for key, span in zip(found, spans, strict=True):
             footers.put(key, span)
         return await anyio.to_thread.run_sync(_layouts, bin_, settings, adds, spans)
-    except (ValueError, NotFoundError, StorageError, pa.ArrowException, OSError) as exc:
+    except (ValueError, RlcdError, pa.ArrowException, OSError) as exc:
         log.info("layouts_skipped", table=settings.table, bin=bin_.bin_id, reason=str(exc))
         return {}
 

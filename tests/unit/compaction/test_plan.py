@@ -834,8 +834,11 @@ def _object_plan(
     policy: CompactionPolicy,
     exclude: set[tuple[str, str | None]],
     before_ms: int | None,
+    layouts: Mapping[str, int] | None = None,
 ) -> list[tuple[object, ...]]:
-    """The planner's rules (module header) over the snapshot's files as objects."""
+    """The planner's rules (module header, *Layouts* too) over the snapshot's files as
+    objects."""
+    layouts = layouts or {}
     matches = None
     if policy.partition_filter is not None:
         bound = policy.partition_filter.bind(
@@ -878,12 +881,23 @@ def _object_plan(
         out = [*out, current] if current else out
         return [g for g in out if len(g) >= 2 or any(x[2] for x in g)]
 
-    packed = [
-        g
-        for candidates in groups.values()
-        if next_fit([c for c in candidates if not c[3]])
-        for g in next_fit(candidates)
-    ]
+    def kept(candidates: list[tuple[int, int, bool, bool, AddFile]]) -> list[list[Any]]:
+        return next_fit(candidates) if next_fit([c for c in candidates if not c[3]]) else []
+
+    def layout(c: tuple[int, int, bool, bool, AddFile]) -> int:
+        return layouts.get(c[4].path, 0)
+
+    # with a layout other than 0 among the candidates, each partition is packed in two passes
+    by_layout = any(layout(c) for candidates in groups.values() for c in candidates)
+    packed = []
+    for candidates in groups.values():
+        if not by_layout:
+            packed += kept(candidates)
+            continue
+        kinds = sorted({layout(c) for c in candidates})
+        first = [g for k in kinds for g in kept([c for c in candidates if layout(c) == k])]
+        taken = {c[0] for g in first for c in g}
+        packed += first + kept([c for c in candidates if c[0] not in taken])
     packed.sort(key=lambda g: g[0][0])
     return [
         (
@@ -908,6 +922,7 @@ def _object_plan(
     st.none() | st.integers(1, 3),
     st.none() | st.integers(0, 9),
     st.sets(st.integers(0, 29), max_size=4),
+    st.none() | st.lists(st.integers(0, 3), min_size=30, max_size=30),
 )
 def test_the_column_planner_plans_what_the_object_rules_give(
     files: list[AddFile],
@@ -915,19 +930,24 @@ def test_the_column_planner_plans_what_the_object_rules_give(
     max_bins: int | None,
     before_ms: int | None,
     excluded: set[int],
+    kinds: list[int] | None,
 ) -> None:
     """On varied files (partition maps in either entry order, null and empty values, DVs with
     and without stats, odd stats, OPTIMIZE tags and others, clustering, re-added paths, age,
-    excluded keys) the planner's bins are the rules applied to the files as objects."""
+    excluded keys, layouts or none) the planner's bins are the rules applied to the files as
+    objects."""
     policy = replace(policy, max_bins=max_bins)
     snapshot, config = table(files)
     live = list(snapshot.files.values())
     exclude = {live[i].key for i in excluded if i < len(live)} | {("gone", None)}
-    bins = plan_bins(snapshot, config, policy, exclude=exclude, before_ms=before_ms)
+    layouts = None if kinds is None else {f.path: k for f, k in zip(files, kinds, strict=False)}
+    bins = plan_bins(
+        snapshot, config, policy, exclude=exclude, before_ms=before_ms, layouts=layouts
+    )
     ids = [b.bin_id for b in bins]  # from the columns, before any object is made
     sizes = [(b.num_sources, b.source_bytes, b.largest_source_bytes) for b in bins]
     got = [(list(b.sources), b.estimated_bytes, b.purges_dvs, b.needs_footer_counts) for b in bins]
-    assert got == _object_plan(snapshot, policy, exclude, before_ms)
+    assert got == _object_plan(snapshot, policy, exclude, before_ms, layouts)
     assert all(b.partition_values == b.sources[0].partition_values for b in bins)
     assert ids == [Bin(*_fields(b)).bin_id for b in bins]
     assert sizes == [(len(s), sum(f.size for f in s), max(f.size for f in s)) for s, *_ in got]
