@@ -11,17 +11,19 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from rlcd.cli.report import print_plan
+from rlcd.compaction import rewrite
 from rlcd.compaction.compact import compact_table
 from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.storage import open_store
-from tests.integration.tables import delta_rs_rows, kernel_rows
+from tests.integration.tables import S3Mirror, delta_rs_rows, kernel_rows
 from tests.integration.test_copy_path import COPY_ALL, _commit, _compact
 from tests.integration.test_copy_schema import (
     ROW_GROUP,
@@ -132,3 +134,32 @@ async def test_a_dry_run_shows_the_bins_a_run_commits(tmp_path: Path) -> None:
     out = io.StringIO()
     print_plan(some, out)
     assert "layouts not read for 1 bin that may copy row groups" in out.getvalue()
+
+
+async def test_bins_by_layout_on_s3_read_each_footer_once(
+    tmp_path: Path, s3_bucket: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On moto's S3 the same two outputs, nothing patched, the table's rows read back through
+    delta-rs and the kernel, and each source's footer fetched once: read for the layouts,
+    kept for the rewrite (each output's is read back once too)."""
+    patches = _decoded_patches(monkeypatch)
+    source = tmp_path / "source"
+    source.mkdir()
+    _alternate(source, 4)
+    before = delta_rs_rows(source)
+    read: list[str] = []
+    original = rewrite.read_footer
+
+    async def recording(store: Any, key: str, size: int) -> bytes:
+        read.append(key)
+        return await original(store, key, size)
+
+    monkeypatch.setattr(rewrite, "read_footer", recording)
+    mirror = S3Mirror(moto_endpoint, s3_bucket)
+    uri = mirror.upload(source, "tables/layouts")
+    async with open_store(uri, s3=mirror.config) as store:
+        report = await compact_table(store, CompactionPolicy(**COPY_ALL))
+    assert sorted(b.copied_row_groups for b in report.committed) == [6, 6] and not patches
+    assert len(read) == len(set(read)) == 4 + 2  # and each output's, read back before the commit
+    remote = mirror.download("tables/layouts", tmp_path / "remote")
+    assert delta_rs_rows(remote) == before == kernel_rows(remote)
