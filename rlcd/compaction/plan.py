@@ -525,9 +525,10 @@ class _Candidates:
         kinds = pc.max(self.layout).as_py() + 1
         by_layout = pc.add(pc.multiply(self.key, kinds), self.layout)
         first = self._packed(by_layout, None, policy)
-        arranged = first.arranged.to_pylist()
-        taken = {i for g in first.groups for i in arranged[g.start : g.stop]}
-        rest = pa.array([i for i in range(len(self.key)) if i not in taken], pa.int64())
+        taken = [first.arranged.slice(g.start, g.stop - g.start) for g in first.groups]
+        every = pc.subtract(pc.cumulative_sum(pa.repeat(1, len(self.key))), 1)
+        value_set = pa.concat_arrays(taken) if taken else pa.array([], pa.int64())
+        rest = every.filter(pc.invert(pc.is_in(every, value_set=value_set)))
         second = self._packed(self.key, rest, policy)
         shift = len(first.arranged)
         return _Packing(

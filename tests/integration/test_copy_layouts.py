@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ import pytest
 from rlcd.cli.report import print_plan
 from rlcd.compaction import rewrite
 from rlcd.compaction.compact import compact_table
-from rlcd.compaction.plan import Bin
 from rlcd.compaction.policy import CompactionPolicy
 from rlcd.storage import open_store
 from tests.integration.tables import S3Mirror, delta_rs_rows, kernel_rows
@@ -32,6 +30,7 @@ from tests.integration.test_copy_schema import (
     _nullable,
     _pyarrow,
 )
+from tests.unit.compaction.test_plan import paths
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -114,10 +113,6 @@ async def test_a_lone_file_of_a_kind_is_compacted_with_the_others(
     assert delta_rs_rows(tmp_path / "two") == before == kernel_rows(tmp_path / "two")
 
 
-def _paths(bins: Sequence[Bin]) -> list[list[str]]:
-    return [[s.path for s in b.sources] for b in bins]
-
-
 async def test_a_dry_run_shows_the_bins_a_run_commits(tmp_path: Path) -> None:
     """Eight files of both kinds in turn, four to a bin: the dry run packs them by layout as
     the run does; with a budget of copy plans it reads the layouts of the first bins only and
@@ -129,7 +124,7 @@ async def test_a_dry_run_shows_the_bins_a_run_commits(tmp_path: Path) -> None:
         every = await compact_table(store, policy, dry_run=True)
         some = await compact_table(store, policy, dry_run=True, copy_plans=1)
         done = await compact_table(store, policy)
-    assert _paths(every.planned) == _paths(done.planned) and len(done.committed) == 2
+    assert paths(every.planned) == paths(done.planned) and len(done.committed) == 2
     assert every.layouts_unread == 0 and some.layouts_unread == 1
     out = io.StringIO()
     print_plan(some, out)
